@@ -1,0 +1,60 @@
+// The contract between the scheduler and a backend. A backend turns a model version's
+// config and files into instances; an instance executes one assembled batch at a time.
+import type { DataType } from '../core/datatypes.js';
+
+/** One tensor inside a batch buffer: `byteLength` bytes at `offset`. */
+export interface TensorSlot {
+  name: string;
+  datatype: DataType;
+  dims: number[];
+  offset: number;
+  byteLength: number;
+}
+
+/** A batch ready to run: every input lives in one buffer, transferred to the instance. */
+export interface ExecRequest {
+  buffer: ArrayBuffer;
+  inputs: TensorSlot[];
+  outputs: string[];
+}
+
+export interface ExecOutput extends TensorSlot {
+  buffer: ArrayBuffer;
+}
+
+export interface ExecResult {
+  outputs: ExecOutput[];
+  /** Durations measured inside the instance, in nanoseconds. */
+  computeInputNs: number;
+  computeInferNs: number;
+  computeOutputNs: number;
+}
+
+export interface InstancePlacement {
+  /** Triton's instance name: `<group name>_<index within group>`. */
+  name: string;
+  kind: 'KIND_CPU' | 'KIND_GPU';
+  /** CUDA device id for KIND_GPU, -1 for CPU. */
+  deviceId: number;
+}
+
+export interface ModelInstance {
+  readonly placement: InstancePlacement;
+  execute(req: ExecRequest): Promise<ExecResult>;
+  close(): Promise<void>;
+}
+
+/** Input/output signature read from the model file, for config validation. */
+export interface IoSignature {
+  name: string;
+  datatype: DataType | undefined;
+  /** Raw element type as the runtime names it (for error messages about unsupported types). */
+  rawType: string;
+  /** -1 for symbolic/unknown dimensions; undefined when the rank is unknown. */
+  dims: number[] | undefined;
+}
+
+export interface ModelSignature {
+  inputs: IoSignature[];
+  outputs: IoSignature[];
+}

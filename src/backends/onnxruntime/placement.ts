@@ -1,0 +1,125 @@
+// Where each model instance runs: expands `instance_group` into one placement per instance,
+// following Triton's rules, and checks that what a group asks for exists on this machine.
+import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import os from 'node:os';
+import path from 'node:path';
+import { ServalError } from '../../core/errors.js';
+import type { InstancePlacement } from '../backend.js';
+
+export interface DeviceEnvironment {
+  /** CUDA device ids visible to this process. */
+  gpus: number[];
+  /** Whether ONNX Runtime's CUDA execution provider library is installed. */
+  cudaProvider: boolean;
+  /** Where the CUDA provider library was looked for (for error messages). */
+  cudaProviderPath: string;
+  cpus: number;
+}
+
+interface InstanceGroupLike {
+  name?: string;
+  kind?: string;
+  count?: number;
+  gpus?: number[];
+}
+
+let cachedEnv: DeviceEnvironment | undefined;
+
+/** Probes the machine once: visible GPUs (nvidia-smi) and the CUDA provider library. */
+export function probeDevices(): DeviceEnvironment {
+  if (cachedEnv) return cachedEnv;
+  let gpus: number[] = [];
+  try {
+    const out = execFileSync('nvidia-smi', ['-L'], { encoding: 'utf8', timeout: 5000, stdio: ['ignore', 'pipe', 'ignore'] });
+    gpus = out.split('\n').filter((l) => /^GPU \d+/.test(l)).map((_, i) => i);
+  } catch {
+    gpus = [];
+  }
+  const visible = process.env.CUDA_VISIBLE_DEVICES;
+  if (visible !== undefined && gpus.length) {
+    const n = visible.split(',').filter((s) => s.trim() !== '' && Number(s) >= 0).length;
+    gpus = gpus.slice(0, n);
+  }
+  const require = createRequire(import.meta.url);
+  const pkgDir = path.dirname(require.resolve('onnxruntime-node/package.json'));
+  const cudaProviderPath = path.join(pkgDir, 'bin', 'napi-v6', process.platform, process.arch, 'libonnxruntime_providers_cuda.so');
+  cachedEnv = { gpus, cudaProvider: existsSync(cudaProviderPath), cudaProviderPath, cpus: os.availableParallelism() };
+  return cachedEnv;
+}
+
+/**
+ * Triton's instance placement: each group gives `count` instances (default 1); a GPU group gives
+ * `count` instances on each of its `gpus` (default: every visible GPU). KIND_AUTO is GPU when a
+ * usable GPU exists, else CPU. No groups at all means one group of KIND_AUTO.
+ */
+export function placeInstances(modelName: string, groups: InstanceGroupLike[] | undefined, env: DeviceEnvironment): InstancePlacement[] {
+  const list = groups && groups.length ? groups : [{ kind: 'KIND_AUTO', count: 1 }];
+  const gpuUsable = env.gpus.length > 0 && env.cudaProvider;
+  const out: InstancePlacement[] = [];
+  list.forEach((g, gi) => {
+    const groupName = g.name || `${modelName}_${gi}`;
+    const count = g.count ?? 1;
+    if (!Number.isInteger(count) || count < 0) {
+      throw ServalError.invalidArg(`instance group '${groupName}' of model '${modelName}' has invalid count ${count}`);
+    }
+    let kind = g.kind ?? 'KIND_AUTO';
+    if (kind === 'KIND_AUTO') kind = gpuUsable ? 'KIND_GPU' : 'KIND_CPU';
+    if (kind === 'KIND_CPU') {
+      if (g.gpus && g.gpus.length) {
+        throw ServalError.invalidArg(`instance group '${groupName}' of model '${modelName}' has kind KIND_CPU but specifies one or more GPUs`);
+      }
+      for (let c = 0; c < count; c++) out.push({ name: `${groupName}_${c}`, kind: 'KIND_CPU', deviceId: -1 });
+      return;
+    }
+    if (kind !== 'KIND_GPU') {
+      throw ServalError.unsupported(`instance group '${groupName}' of model '${modelName}' has kind ${kind}, which the onnxruntime backend does not support`);
+    }
+    if (env.gpus.length === 0) {
+      throw ServalError.invalidArg(
+        `instance group '${groupName}' of model '${modelName}' has kind KIND_GPU, but this machine has no visible CUDA GPU ` +
+          `(nvidia-smi found none${process.env.CUDA_VISIBLE_DEVICES !== undefined ? `, CUDA_VISIBLE_DEVICES='${process.env.CUDA_VISIBLE_DEVICES}'` : ''}); ` +
+          `use KIND_CPU or KIND_AUTO to run on the CPU`,
+      );
+    }
+    if (!env.cudaProvider) {
+      throw ServalError.unavailable(
+        `instance group '${groupName}' of model '${modelName}' has kind KIND_GPU, but ONNX Runtime's CUDA execution provider ` +
+          `is not installed (${env.cudaProviderPath} is missing); install onnxruntime-node with its CUDA binaries ` +
+          `(npm config onnxruntime-node-install=cuda12, see README "GPU deployment")`,
+      );
+    }
+    const devices = g.gpus && g.gpus.length ? g.gpus : env.gpus;
+    for (const d of devices) {
+      if (!env.gpus.includes(d)) {
+        throw ServalError.invalidArg(
+          `instance group '${groupName}' of model '${modelName}' specifies GPU ${d}, but the visible GPUs are [${env.gpus.join(', ')}]`,
+        );
+      }
+      for (let c = 0; c < count; c++) out.push({ name: `${groupName}_${c}_gpu${d}`, kind: 'KIND_GPU', deviceId: d });
+    }
+  });
+  if (out.length === 0) throw ServalError.invalidArg(`model '${modelName}' has no model instances (every instance group has count 0)`);
+  return out;
+}
+
+/** Per-instance intra-op threads: the model's parameter, else the cores shared among its CPU instances. */
+export function threadCounts(
+  parameters: Record<string, { string_value?: string }> | undefined,
+  cpuInstances: number,
+  cpus: number,
+): { intra: number; inter: number } {
+  const read = (key: string): number | undefined => {
+    const v = parameters?.[key]?.string_value;
+    if (v === undefined || v === '') return undefined;
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < 0) throw ServalError.invalidArg(`parameter '${key}' must be a non-negative integer, got '${v}'`);
+    return n;
+  };
+  // 0 means "runtime default" in Triton's ORT backend, which is all cores: oversubscribed with
+  // several instances, so Serval divides the cores instead.
+  const intra = read('intra_op_thread_count') || Math.max(1, Math.floor(cpus / Math.max(1, cpuInstances)));
+  const inter = read('inter_op_thread_count') || 1;
+  return { intra, inter };
+}

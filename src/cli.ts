@@ -1,0 +1,65 @@
+#!/usr/bin/env node
+// `serval`: parse flags, start the server, stop cleanly on SIGINT/SIGTERM.
+import { createLogger } from './log.js';
+import { parseArgs, UsageError, USAGE } from './options.js';
+import { startServer, StartupError } from './server.js';
+
+async function main(): Promise<number> {
+  let opts;
+  try {
+    opts = parseArgs(process.argv.slice(2));
+  } catch (e) {
+    if (e instanceof UsageError) {
+      process.stderr.write(`error: ${e.message}\n\n${USAGE}`);
+      return 2;
+    }
+    throw e;
+  }
+  if (opts.help) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  const log = createLogger(opts.logVerbose);
+  const print = (line: string): void => void process.stdout.write(line + '\n');
+  let server;
+  try {
+    server = await startServer(opts, log, print);
+  } catch (e) {
+    if (e instanceof StartupError || (e instanceof Error && e.name === 'ServalError')) {
+      process.stderr.write(`error: creating server: ${e.message}\n`);
+      return 1;
+    }
+    throw e;
+  }
+  const s = server;
+  return new Promise<number>((resolve) => {
+    let signalled = false;
+    const onSignal = (sig: string): void => {
+      if (signalled) {
+        log.warn('second signal, exiting now', { signal: sig });
+        resolve(1);
+        return;
+      }
+      signalled = true;
+      print(`Received ${sig}, shutting down (waiting up to ${opts.exitTimeoutSecs}s for in-flight requests)`);
+      const timer = setTimeout(() => {
+        log.warn('exit timeout reached with requests still in flight', { timeout_secs: opts.exitTimeoutSecs });
+        resolve(1);
+      }, opts.exitTimeoutSecs * 1000);
+      s.stop().then(() => {
+        clearTimeout(timer);
+        resolve(0);
+      });
+    };
+    process.on('SIGINT', () => onSignal('SIGINT'));
+    process.on('SIGTERM', () => onSignal('SIGTERM'));
+  });
+}
+
+main().then(
+  (code) => process.exit(code),
+  (e) => {
+    process.stderr.write(`fatal: ${e instanceof Error ? e.stack : String(e)}\n`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,70 @@
+// The request/response types shared by every front-end and the core. Tensor data is always
+// raw little-endian bytes (BYTES: 4-byte length-prefixed elements), never JS number arrays.
+import type { DataType } from './datatypes.js';
+
+export type ParamValue = string | number | boolean | bigint;
+export type Params = Record<string, ParamValue>;
+
+export interface InferInputTensor {
+  name: string;
+  /** As received; validated against the model config by the core. */
+  datatype: string;
+  shape: number[];
+  data: Uint8Array;
+  parameters?: Params;
+}
+
+export interface RequestedOutput {
+  name: string;
+  /** Classification extension: return the top-k classes instead of the raw tensor. */
+  classCount?: number;
+  parameters?: Params;
+}
+
+export interface InferRequest {
+  modelName: string;
+  /** '' means the model's version policy picks (highest ready version). */
+  modelVersion: string;
+  id: string;
+  inputs: InferInputTensor[];
+  /** Absent or empty: every output of the model. */
+  outputs?: RequestedOutput[];
+  parameters: Params;
+  /** Aborted when the client goes away; a queued request is then dropped. */
+  signal?: AbortSignal;
+}
+
+export interface InferOutputTensor {
+  name: string;
+  datatype: DataType;
+  shape: number[];
+  data: Uint8Array;
+}
+
+export interface InferResponse {
+  modelName: string;
+  modelVersion: string;
+  id: string;
+  outputs: InferOutputTensor[];
+  parameters?: Params;
+}
+
+export interface TensorMetadata {
+  name: string;
+  datatype: string;
+  shape: number[];
+}
+
+export interface ModelMetadata {
+  name: string;
+  versions: string[];
+  platform: string;
+  inputs: TensorMetadata[];
+  outputs: TensorMetadata[];
+}
+
+export interface ServerMetadata {
+  name: string;
+  version: string;
+  extensions: string[];
+}

@@ -1,0 +1,127 @@
+// Checks an inference request against its model's configuration before it reaches a scheduler,
+// with Triton's error texts (clients and users grep for them), and turns it into the model's shapes.
+import type { ModelConfig, ModelInput } from '../config/types.js';
+import { modelDims } from '../config/model_config.js';
+import { countBytesElements, elementCount, elementSize, fromConfigType, isDataType, type DataType } from './datatypes.js';
+import { ServalError } from './errors.js';
+import type { InferRequest } from './types.js';
+import type { ScheduledInput } from '../scheduler/scheduler.js';
+
+const dimsText = (d: readonly number[]): string => `[${d.join(',')}]`;
+
+export interface ValidatedRequest {
+  batchSize: number;
+  inputs: ScheduledInput[];
+  /** Model output names to compute. */
+  outputs: string[];
+}
+
+export function validateRequest(req: InferRequest, config: ModelConfig): ValidatedRequest {
+  const model = config.name!;
+  const tag = `[request id: ${req.id || '<id_unknown>'}] `;
+  const fail = (msg: string): ServalError => ServalError.invalidArg(tag + msg);
+  const maxBatch = config.max_batch_size ?? 0;
+  const configInputs = config.input ?? [];
+
+  // Requested outputs must exist.
+  const outputNames = (config.output ?? []).map((o) => o.name!);
+  let outputs = outputNames;
+  if (req.outputs && req.outputs.length) {
+    const seen = new Set<string>();
+    for (const o of req.outputs) {
+      if (!outputNames.includes(o.name)) throw fail(`unexpected inference output '${o.name}' for model '${model}'`);
+      if (seen.has(o.name)) throw fail(`output '${o.name}' is requested more than once`);
+      seen.add(o.name);
+    }
+    outputs = [...seen];
+  }
+
+  // Input count and names, as Triton words it.
+  const byName = new Map<string, ModelInput>(configInputs.map((i) => [i.name!, i]));
+  const given = new Set<string>();
+  for (const inp of req.inputs) {
+    if (given.has(inp.name)) throw fail(`input '${inp.name}' is given more than once`);
+    given.add(inp.name);
+  }
+  for (const inp of req.inputs) {
+    if (!byName.has(inp.name)) throw fail(`unexpected inference input '${inp.name}' for model '${model}'`);
+  }
+  const required = configInputs.filter((i) => !i.optional);
+  const missing = required.filter((i) => !given.has(i.name!));
+  if (missing.length) {
+    const got = req.inputs.length ? `[${req.inputs.map((i) => `'${i.name}'`).join(',')}]` : '[]';
+    const miss = `[${missing.map((i) => `'${i.name}'`).join(',')}]`;
+    const head =
+      required.length === configInputs.length
+        ? `expected ${configInputs.length} inputs but got ${req.inputs.length} inputs`
+        : `expected number of inputs between ${required.length} and ${configInputs.length} but got ${req.inputs.length} inputs`;
+    throw fail(`${head} for model '${model}'. Got inputs ${got}, but missing required inputs ${miss}. Please provide all required inputs.`);
+  }
+
+  // Batch size: the first dimension of every input when the model batches.
+  let batchSize = 0;
+  if (maxBatch > 0) {
+    for (const inp of req.inputs) {
+      if (inp.shape.length === 0) throw fail(`input '${inp.name}' has no shape but model requires batch dimension for '${model}'`);
+      if (batchSize === 0) batchSize = inp.shape[0]!;
+      else if (inp.shape[0] !== batchSize) throw fail(`input '${inp.name}' batch size does not match other inputs for '${model}'`);
+    }
+    if (batchSize > maxBatch) throw fail(`inference request batch-size must be <= ${maxBatch} for '${model}'`);
+    if (batchSize < 1) throw fail(`inference request batch-size must be >= 1 for '${model}', got ${batchSize}`);
+  }
+
+  const inputs: ScheduledInput[] = [];
+  // Model order, so batches of different requests line up input by input.
+  for (const cfg of configInputs) {
+    const inp = req.inputs.find((i) => i.name === cfg.name);
+    if (!inp) continue;
+    const expected = fromConfigType(cfg.data_type!) as DataType;
+    if (!isDataType(inp.datatype)) {
+      throw fail(`inference input '${inp.name}' has unknown data-type '${inp.datatype}'`);
+    }
+    if (inp.datatype !== expected) {
+      throw fail(`inference input '${inp.name}' data-type is '${inp.datatype}', but model '${model}' expects '${expected}'`);
+    }
+    for (const d of inp.shape) {
+      if (!Number.isInteger(d) || d < 0) throw fail(`input '${inp.name}' has invalid dimension ${d} in shape ${dimsText(inp.shape)}`);
+    }
+    const own = maxBatch > 0 ? inp.shape.slice(1) : inp.shape;
+    const dims = cfg.dims ?? [];
+    const matches = own.length === dims.length && own.every((d, i) => dims[i] === -1 || dims[i] === d);
+    if (!matches) {
+      const full = maxBatch > 0 ? [-1, ...dims] : dims;
+      const note =
+        maxBatch > 0
+          ? 'NOTE: Setting a non-zero max_batch_size in the model config requires a batch dimension to be prepended to each input shape. ' +
+            'If you want to specify the full shape including the batch dim in your input dims config, try setting max_batch_size to zero. ' +
+            'See the model configuration docs for more info on max_batch_size.'
+          : '';
+      throw fail(`unexpected shape for input '${inp.name}' for model '${model}'. Expected ${dimsText(full)}, got ${dimsText(inp.shape)}. ${note}`);
+    }
+    const count = elementCount(inp.shape);
+    if (expected === 'BYTES') {
+      const n = countBytesElements(inp.data, `${tag}input '${inp.name}'`);
+      if (n !== count) {
+        throw fail(`expected ${count} string elements for inference input '${inp.name}' for model '${model}', got ${n}`);
+      }
+    } else {
+      const want = count * elementSize(expected);
+      if (inp.data.byteLength !== want) {
+        throw fail(`input byte size mismatch for input '${inp.name}' for model '${model}'. Expected ${want}, got ${inp.data.byteLength}`);
+      }
+    }
+    // The model sees `reshape` when configured, with variable dims filled from the request.
+    let modelShape = own;
+    if (cfg.reshape) {
+      const vars = own.filter((_, i) => dims[i] === -1);
+      modelShape = modelDims(cfg).map((d) => (d === -1 ? vars.shift()! : d));
+    }
+    inputs.push({
+      name: inp.name,
+      datatype: expected,
+      shape: maxBatch > 0 ? [batchSize, ...modelShape] : modelShape,
+      data: inp.data,
+    });
+  }
+  return { batchSize, inputs, outputs };
+}

@@ -1,0 +1,183 @@
+// gRPC ModelInfer messages ⇄ core requests/responses. Inputs come as raw_input_contents (views,
+// no copies) or as typed InferTensorContents; outputs always go back as raw_output_contents.
+import { elementSize, floatToHalf, isDataType, joinBytes, type DataType } from '../../core/datatypes.js';
+import { ServalError } from '../../core/errors.js';
+import type { InferRequest, InferResponse, Params, ParamValue } from '../../core/types.js';
+
+export interface GrpcInferParameter {
+  bool_param?: boolean;
+  int64_param?: string | number;
+  string_param?: string;
+  double_param?: number;
+  uint64_param?: string | number;
+  parameter_choice?: string;
+}
+
+interface GrpcTensorContents {
+  bool_contents?: boolean[];
+  int_contents?: number[];
+  int64_contents?: (string | number)[];
+  uint_contents?: number[];
+  uint64_contents?: (string | number)[];
+  fp32_contents?: number[];
+  fp64_contents?: number[];
+  bytes_contents?: Buffer[];
+}
+
+export interface GrpcInferRequest {
+  model_name: string;
+  model_version: string;
+  id: string;
+  parameters?: Record<string, GrpcInferParameter>;
+  inputs?: {
+    name: string;
+    datatype: string;
+    shape: (string | number)[];
+    parameters?: Record<string, GrpcInferParameter>;
+    contents?: GrpcTensorContents | null;
+  }[];
+  outputs?: { name: string; parameters?: Record<string, GrpcInferParameter> }[];
+  raw_input_contents?: Buffer[];
+}
+
+const bad = (msg: string): ServalError => ServalError.invalidArg(msg);
+
+function paramValue(p: GrpcInferParameter): ParamValue {
+  switch (p.parameter_choice) {
+    case 'bool_param': return p.bool_param ?? false;
+    case 'string_param': return p.string_param ?? '';
+    case 'double_param': return p.double_param ?? 0;
+    case 'int64_param':
+    case 'uint64_param': {
+      const v = p.parameter_choice === 'int64_param' ? p.int64_param : p.uint64_param;
+      const n = Number(v ?? 0);
+      return Number.isSafeInteger(n) ? n : BigInt(v ?? 0);
+    }
+    default: {
+      // Messages built without oneof names (older loaders): take whichever field is set.
+      for (const k of ['bool_param', 'int64_param', 'string_param', 'double_param', 'uint64_param'] as const) {
+        if (p[k] !== undefined) return paramValue({ ...p, parameter_choice: k });
+      }
+      return '';
+    }
+  }
+}
+
+function params(m: Record<string, GrpcInferParameter> | undefined): Params {
+  const out: Params = {};
+  for (const [k, v] of Object.entries(m ?? {})) out[k] = paramValue(v);
+  return out;
+}
+
+export function toGrpcParams(p: Params | undefined): Record<string, GrpcInferParameter> {
+  const out: Record<string, GrpcInferParameter> = {};
+  for (const [k, v] of Object.entries(p ?? {})) {
+    if (typeof v === 'boolean') out[k] = { bool_param: v };
+    else if (typeof v === 'string') out[k] = { string_param: v };
+    else if (typeof v === 'bigint') out[k] = { int64_param: v.toString() };
+    else if (Number.isInteger(v)) out[k] = { int64_param: v };
+    else out[k] = { double_param: v };
+  }
+  return out;
+}
+
+/** Typed `contents` → raw little-endian bytes. */
+function contentsToRaw(dt: DataType, c: GrpcTensorContents, name: string): Uint8Array {
+  const pick = (): unknown[] | undefined => {
+    switch (dt) {
+      case 'BOOL': return c.bool_contents;
+      case 'INT8': case 'INT16': case 'INT32': return c.int_contents;
+      case 'INT64': return c.int64_contents;
+      case 'UINT8': case 'UINT16': case 'UINT32': return c.uint_contents;
+      case 'UINT64': return c.uint64_contents;
+      case 'FP32': return c.fp32_contents;
+      case 'FP64': return c.fp64_contents;
+      case 'BYTES': return c.bytes_contents;
+      case 'FP16': return undefined;
+    }
+  };
+  const values = pick() ?? [];
+  if (dt === 'FP16' && hasAny(c)) {
+    throw bad(`input '${name}': FP16 data must be sent in raw_input_contents (InferTensorContents has no FP16 field)`);
+  }
+  if (dt === 'BYTES') return joinBytes(values as Buffer[]);
+  const out = Buffer.alloc(values.length * elementSize(dt));
+  const dv = new DataView(out.buffer, out.byteOffset, out.byteLength);
+  const size = elementSize(dt);
+  values.forEach((v, i) => {
+    const o = i * size;
+    switch (dt) {
+      case 'BOOL': dv.setUint8(o, v ? 1 : 0); break;
+      case 'INT8': dv.setInt8(o, Number(v)); break;
+      case 'INT16': dv.setInt16(o, Number(v), true); break;
+      case 'INT32': dv.setInt32(o, Number(v), true); break;
+      case 'INT64': dv.setBigInt64(o, BigInt(v as string), true); break;
+      case 'UINT8': dv.setUint8(o, Number(v)); break;
+      case 'UINT16': dv.setUint16(o, Number(v), true); break;
+      case 'UINT32': dv.setUint32(o, Number(v), true); break;
+      case 'UINT64': dv.setBigUint64(o, BigInt(v as string), true); break;
+      case 'FP32': dv.setFloat32(o, Number(v), true); break;
+      case 'FP64': dv.setFloat64(o, Number(v), true); break;
+      case 'FP16': dv.setUint16(o, floatToHalf(Number(v)), true); break;
+    }
+  });
+  return out;
+}
+
+function hasAny(c: GrpcTensorContents): boolean {
+  return Object.values(c).some((v) => Array.isArray(v) && v.length > 0);
+}
+
+export function decodeGrpcInfer(msg: GrpcInferRequest): InferRequest {
+  const raws = msg.raw_input_contents ?? [];
+  const inputs = msg.inputs ?? [];
+  if (raws.length && raws.length !== inputs.length) {
+    throw bad(`raw_input_contents has ${raws.length} entries but the request has ${inputs.length} inputs; give raw contents for every input or for none`);
+  }
+  return {
+    modelName: msg.model_name,
+    modelVersion: msg.model_version ?? '',
+    id: msg.id ?? '',
+    parameters: params(msg.parameters),
+    inputs: inputs.map((inp, i) => {
+      const p = params(inp.parameters);
+      if (p.shared_memory_region !== undefined) {
+        throw ServalError.unsupported(`input '${inp.name}': shared memory inputs are not supported by this server`);
+      }
+      const shape = inp.shape.map((d) => Number(d));
+      let data: Uint8Array;
+      if (raws.length) {
+        if (inp.contents && hasAny(inp.contents)) {
+          throw bad(`input '${inp.name}' has both typed contents and raw_input_contents`);
+        }
+        data = raws[i]!;
+      } else {
+        if (!isDataType(inp.datatype)) throw bad(`input '${inp.name}' has unknown datatype '${inp.datatype}'`);
+        data = contentsToRaw(inp.datatype, inp.contents ?? {}, inp.name);
+      }
+      return { name: inp.name, datatype: inp.datatype, shape, data, parameters: p };
+    }),
+    outputs: (msg.outputs ?? []).map((o) => {
+      const p = params(o.parameters);
+      if (p.shared_memory_region !== undefined) {
+        throw ServalError.unsupported(`output '${o.name}': shared memory outputs are not supported by this server`);
+      }
+      const cls = p.classification;
+      if (cls !== undefined && (typeof cls !== 'number' || !Number.isInteger(cls) || cls < 0)) {
+        throw bad(`output '${o.name}': 'classification' must be a non-negative integer`);
+      }
+      return { name: o.name, classCount: cls as number | undefined, parameters: p };
+    }),
+  };
+}
+
+export function encodeGrpcInfer(res: InferResponse): Record<string, unknown> {
+  return {
+    model_name: res.modelName,
+    model_version: res.modelVersion,
+    id: res.id,
+    parameters: toGrpcParams(res.parameters),
+    outputs: res.outputs.map((o) => ({ name: o.name, datatype: o.datatype, shape: o.shape, parameters: {} })),
+    raw_output_contents: res.outputs.map((o) => Buffer.from(o.data.buffer, o.data.byteOffset, o.data.byteLength)),
+  };
+}

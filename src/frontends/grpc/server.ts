@@ -1,0 +1,89 @@
+// The gRPC front-end: inference.GRPCInferenceService and grpc.health.v1.Health over @grpc/grpc-js.
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+import { asServalError, grpcStatus, ServalError } from '../../core/errors.js';
+import type { InferenceCore } from '../../core/server_core.js';
+import { protoDir } from '../../paths.js';
+import type { Logger } from '../../log.js';
+import { decodeGrpcInfer, encodeGrpcInfer, type GrpcInferRequest } from './infer_codec.js';
+
+// Triton accepts messages up to 2 GiB; grpc-js defaults to 4 MiB.
+const MAX_MESSAGE = 2 ** 31 - 1;
+
+type Call<Req> = grpc.ServerUnaryCall<Req, unknown>;
+type Callback = grpc.sendUnaryData<unknown>;
+
+function loadDefinitions(): grpc.GrpcObject {
+  const def = protoLoader.loadSync(['grpc_service.proto', 'health.proto'], {
+    includeDirs: [protoDir()],
+    keepCase: true,
+    longs: Number,
+    enums: String,
+    defaults: true,
+    oneofs: true,
+  });
+  return grpc.loadPackageDefinition(def);
+}
+
+function toGrpcError(e: unknown): grpc.ServiceError {
+  const err = asServalError(e);
+  return Object.assign(new Error(err.message), { code: grpcStatus(err.code), details: err.message, metadata: new grpc.Metadata() });
+}
+
+/** Wraps a synchronous or async handler so every error maps through the one status table. */
+function unary<Req>(fn: (req: Req, call: Call<Req>) => unknown | Promise<unknown>) {
+  return (call: Call<Req>, cb: Callback): void => {
+    Promise.resolve()
+      .then(() => fn(call.request, call))
+      .then((res) => cb(null, res), (e) => cb(toGrpcError(e)));
+  };
+}
+
+export interface GrpcServer {
+  server: grpc.Server;
+  port: number;
+}
+
+export async function startGrpcServer(core: InferenceCore, log: Logger, host: string, port: number): Promise<GrpcServer> {
+  const pkg = loadDefinitions() as unknown as {
+    inference: { GRPCInferenceService: grpc.ServiceClientConstructor };
+    grpc: { health: { v1: { Health: grpc.ServiceClientConstructor } } };
+  };
+  const server = new grpc.Server({
+    'grpc.max_receive_message_length': MAX_MESSAGE,
+    'grpc.max_send_message_length': MAX_MESSAGE,
+  });
+
+  server.addService(pkg.inference.GRPCInferenceService.service, {
+    ServerLive: unary(() => ({ live: core.isLive() })),
+    ServerReady: unary(() => ({ ready: core.isReady() })),
+    ModelReady: unary((r: { name: string; version: string }) => ({ ready: core.isModelReady(r.name, r.version ?? '') })),
+    ServerMetadata: unary(() => core.serverMetadata()),
+    ModelMetadata: unary((r: { name: string; version: string }) => core.modelMetadata(r.name, r.version ?? '')),
+    ModelConfig: unary((r: { name: string; version: string }) => ({ config: core.modelConfig(r.name, r.version ?? '') })),
+    ModelStatistics: unary((r: { name: string; version: string }) => ({ model_stats: core.statistics(r.name ?? '', r.version ?? '') })),
+    ModelInfer: unary(async (r: GrpcInferRequest, call) => {
+      const req = decodeGrpcInfer(r);
+      const abort = new AbortController();
+      call.once('cancelled', () => abort.abort());
+      req.signal = abort.signal;
+      return encodeGrpcInfer(await core.infer(req));
+    }),
+  });
+
+  server.addService(pkg.grpc.health.v1.Health.service, {
+    Check: unary((r: { service: string }) => {
+      const svc = r.service ?? '';
+      if (svc !== '' && svc !== 'inference.GRPCInferenceService') {
+        throw ServalError.notFound(`unknown service '${svc}'`);
+      }
+      return { status: core.isReady() ? 'SERVING' : 'NOT_SERVING' };
+    }),
+  });
+
+  const bound = await new Promise<number>((resolve, reject) =>
+    server.bindAsync(`${host}:${port}`, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+  );
+  log.debug('grpc server bound', { port: bound });
+  return { server, port: bound };
+}

@@ -1,0 +1,158 @@
+// KServe v2 REST inference bodies ⇄ core requests/responses, including Triton's binary tensor
+// data extension: a JSON header of `Inference-Header-Content-Length` bytes, then raw tensors.
+import { isDataType, jsonToRaw, rawToJson } from '../../core/datatypes.js';
+import { ServalError } from '../../core/errors.js';
+import { encodeJson } from '../../core/json.js';
+import type { InferRequest, InferResponse, Params, ParamValue, RequestedOutput } from '../../core/types.js';
+
+const bad = (msg: string): ServalError => ServalError.invalidArg(msg);
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function params(v: unknown, where: string): Params {
+  if (v === undefined) return {};
+  if (!isObject(v)) throw bad(`${where}: 'parameters' must be a JSON object`);
+  const out: Params = {};
+  for (const [k, p] of Object.entries(v)) {
+    if (typeof p === 'string' || typeof p === 'number' || typeof p === 'boolean') out[k] = p;
+    else throw bad(`${where}: parameter '${k}' must be a string, number or boolean`);
+  }
+  return out;
+}
+
+export interface DecodedInfer {
+  request: InferRequest;
+  /** Output names that go back as binary data. */
+  binaryOutputs: Set<string>;
+  /** Request-level default for outputs not listed. */
+  binaryDefault: boolean;
+}
+
+/**
+ * Decodes a request body. `headerLength` is the Inference-Header-Content-Length header
+ * (undefined: the whole body is JSON). Binary inputs become views over `body`.
+ */
+export function decodeInferRequest(
+  body: Buffer,
+  headerLength: number | undefined,
+  modelName: string,
+  modelVersion: string,
+): DecodedInfer {
+  if (headerLength !== undefined && (!Number.isInteger(headerLength) || headerLength < 0 || headerLength > body.byteLength)) {
+    throw bad(
+      `Inference-Header-Content-Length ${headerLength} is not a valid length for a request body of ${body.byteLength} bytes`,
+    );
+  }
+  const jsonEnd = headerLength ?? body.byteLength;
+  let doc: unknown;
+  try {
+    doc = JSON.parse(body.toString('utf8', 0, jsonEnd));
+  } catch (e) {
+    throw bad(`failed to parse the request JSON: ${(e as Error).message}`);
+  }
+  if (!isObject(doc)) throw bad('the request JSON must be an object');
+  const id = doc.id === undefined ? '' : doc.id;
+  if (typeof id !== 'string') throw bad(`'id' must be a string`);
+  const reqParams = params(doc.parameters, 'request');
+  if (!Array.isArray(doc.inputs)) throw bad(`the request must have an 'inputs' array`);
+
+  let offset = jsonEnd;
+  const inputs = doc.inputs.map((raw: unknown, i: number) => {
+    if (!isObject(raw)) throw bad(`inputs[${i}] must be a JSON object`);
+    const name = raw.name;
+    if (typeof name !== 'string' || !name) throw bad(`inputs[${i}] must have a string 'name'`);
+    const where = `input '${name}'`;
+    const datatype = raw.datatype;
+    if (typeof datatype !== 'string') throw bad(`${where} must have a string 'datatype'`);
+    const shape = raw.shape;
+    if (!Array.isArray(shape) || !shape.every((d) => Number.isInteger(d) && d >= 0)) {
+      throw bad(`${where} must have a 'shape' array of non-negative integers`);
+    }
+    const p = params(raw.parameters, where);
+    if (p.shared_memory_region !== undefined) {
+      throw ServalError.unsupported(`${where}: shared memory inputs are not supported by this server`);
+    }
+    let data: Uint8Array;
+    if (p.binary_data_size !== undefined) {
+      const size = p.binary_data_size;
+      if (typeof size !== 'number' || !Number.isInteger(size) || size < 0) {
+        throw bad(`${where}: 'binary_data_size' must be a non-negative integer`);
+      }
+      if (raw.data !== undefined) throw bad(`${where}: has both 'data' and 'binary_data_size'`);
+      if (headerLength === undefined) {
+        throw bad(`${where} has 'binary_data_size' but the request has no Inference-Header-Content-Length header`);
+      }
+      if (offset + size > body.byteLength) {
+        throw bad(
+          `${where}: binary_data_size ${size} runs past the end of the request body (${body.byteLength - offset} bytes of binary data left)`,
+        );
+      }
+      data = body.subarray(offset, offset + size);
+      offset += size;
+      delete p.binary_data_size;
+    } else {
+      if (raw.data === undefined) throw bad(`${where} has neither 'data' nor 'binary_data_size'`);
+      if (!isDataType(datatype)) throw bad(`${where} has unknown datatype '${datatype}'`);
+      data = jsonToRaw(datatype, raw.data, where);
+    }
+    return { name, datatype, shape: shape as number[], data, parameters: p };
+  });
+  if (offset !== body.byteLength) {
+    throw bad(`the request body has ${body.byteLength - offset} bytes of binary data that no input claims`);
+  }
+
+  const binaryDefault = reqParams.binary_data_output === true;
+  const binaryOutputs = new Set<string>();
+  let outputs: RequestedOutput[] | undefined;
+  if (doc.outputs !== undefined) {
+    if (!Array.isArray(doc.outputs)) throw bad(`'outputs' must be an array`);
+    outputs = doc.outputs.map((raw: unknown, i: number) => {
+      if (!isObject(raw) || typeof raw.name !== 'string') throw bad(`outputs[${i}] must be an object with a string 'name'`);
+      const p = params(raw.parameters, `output '${raw.name}'`);
+      if (p.shared_memory_region !== undefined) {
+        throw ServalError.unsupported(`output '${raw.name}': shared memory outputs are not supported by this server`);
+      }
+      const binary = p.binary_data === undefined ? binaryDefault : p.binary_data === true;
+      if (binary) binaryOutputs.add(raw.name);
+      const cls = p.classification;
+      if (cls !== undefined && (typeof cls !== 'number' || !Number.isInteger(cls) || cls < 0)) {
+        throw bad(`output '${raw.name}': 'classification' must be a non-negative integer`);
+      }
+      return { name: raw.name, classCount: cls as number | undefined, parameters: p };
+    });
+  }
+  return {
+    request: { modelName, modelVersion, id, inputs, outputs, parameters: reqParams },
+    binaryOutputs,
+    binaryDefault,
+  };
+}
+
+export interface EncodedResponse {
+  /** Chunks to send in order: the JSON header, then binary tensors. */
+  chunks: Uint8Array[];
+  /** Set when binary data follows the JSON. */
+  headerLength?: number;
+}
+
+export function encodeInferResponse(res: InferResponse, decoded: DecodedInfer): EncodedResponse {
+  const binary: Uint8Array[] = [];
+  const outputs = res.outputs.map((o) => {
+    const asBinary = decoded.binaryOutputs.has(o.name) || (!decoded.request.outputs?.length && decoded.binaryDefault);
+    const base = { name: o.name, datatype: o.datatype, shape: o.shape };
+    if (asBinary) {
+      binary.push(o.data);
+      return { ...base, parameters: { binary_data_size: o.data.byteLength } as Record<string, ParamValue> };
+    }
+    return { ...base, data: rawToJson(o.datatype, o.data, `output '${o.name}'`) };
+  });
+  const doc: Record<string, unknown> = { model_name: res.modelName, model_version: res.modelVersion };
+  if (res.id) doc.id = res.id;
+  if (res.parameters && Object.keys(res.parameters).length) doc.parameters = res.parameters;
+  doc.outputs = outputs;
+  const json = Buffer.from(encodeJson(doc), 'utf8');
+  if (!binary.length) return { chunks: [json] };
+  return { chunks: [json, ...binary], headerLength: json.byteLength };
+}

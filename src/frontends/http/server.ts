@@ -1,0 +1,149 @@
+// The KServe v2 REST front-end (fastify). Thin: decode, call the core, encode.
+import { promisify } from 'node:util';
+import zlib from 'node:zlib';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import { toTritonConfigJson } from '../../config/config_json.js';
+import { asServalError, httpStatus, ServalError } from '../../core/errors.js';
+import { encodeJson } from '../../core/json.js';
+import type { InferenceCore } from '../../core/server_core.js';
+import type { Logger } from '../../log.js';
+import { decodeInferRequest, encodeInferResponse } from './infer_codec.js';
+
+const gunzip = promisify(zlib.gunzip);
+const inflate = promisify(zlib.inflate);
+const gzip = promisify(zlib.gzip);
+const deflate = promisify(zlib.deflate);
+
+export interface HttpOptions {
+  maxInputSize: number;
+}
+
+type ModelParams = { model: string; version?: string };
+
+function sendError(reply: FastifyReply, e: unknown): FastifyReply {
+  const err = asServalError(e);
+  return reply.code(httpStatus(err.code)).header('content-type', 'application/json').send(encodeJson({ error: err.message }));
+}
+
+async function decompress(req: FastifyRequest, body: Buffer): Promise<Buffer> {
+  const enc = String(req.headers['content-encoding'] ?? '').trim().toLowerCase();
+  if (!enc || enc === 'identity') return body;
+  try {
+    if (enc === 'gzip') return await gunzip(body);
+    if (enc === 'deflate') return await inflate(body);
+  } catch (e) {
+    throw ServalError.invalidArg(`failed to decompress the request body (Content-Encoding: ${enc}): ${(e as Error).message}`);
+  }
+  throw ServalError.unsupported(`unsupported Content-Encoding '${enc}'; supported: gzip, deflate`);
+}
+
+/** Picks gzip or deflate when the client accepts it (tritonclient's response compression). */
+function acceptedEncoding(req: FastifyRequest): 'gzip' | 'deflate' | undefined {
+  const accept = String(req.headers['accept-encoding'] ?? '').toLowerCase();
+  if (/\bgzip\b/.test(accept)) return 'gzip';
+  if (/\bdeflate\b/.test(accept)) return 'deflate';
+  return undefined;
+}
+
+export function buildHttpServer(core: InferenceCore, log: Logger, opts: HttpOptions): FastifyInstance {
+  const app = Fastify({ logger: false, bodyLimit: opts.maxInputSize, keepAliveTimeout: 60_000 });
+
+  // Bodies are parsed by the routes themselves (binary extension, compression).
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: opts.maxInputSize }, (_req, body, done) => done(null, body));
+
+  app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, _req, reply) => {
+    if (err instanceof ServalError) return sendError(reply, err);
+    // fastify's own errors (body too large, aborted upload): keep their status, Triton's error shape.
+    const status = err.statusCode && err.statusCode >= 400 ? err.statusCode : 500;
+    if (status >= 500) log.error('http request failed', { error: err.message });
+    const message =
+      err.code === 'FST_ERR_CTP_BODY_TOO_LARGE'
+        ? `request body is larger than the limit of ${opts.maxInputSize} bytes (--http-max-input-size)`
+        : err.message;
+    return reply.code(status).header('content-type', 'application/json').send(encodeJson({ error: message }));
+  });
+  app.setNotFoundHandler((req, reply) => {
+    reply.code(404).header('content-type', 'application/json').send(encodeJson({ error: `no route for ${req.method} ${req.url}` }));
+  });
+
+  const json = (reply: FastifyReply, body: unknown): FastifyReply =>
+    reply.header('content-type', 'application/json').send(encodeJson(body));
+
+  app.get('/v2/health/live', (_req, reply) => reply.code(core.isLive() ? 200 : 400).send());
+  app.get('/v2/health/ready', (_req, reply) => reply.code(core.isReady() ? 200 : 400).send());
+  app.get('/v2', (_req, reply) => json(reply, core.serverMetadata()));
+
+  // Statistics routes are static and so take precedence over /v2/models/:model.
+  const stats = (req: FastifyRequest<{ Params: Partial<ModelParams> }>, reply: FastifyReply) => {
+    try {
+      return json(reply, { model_stats: core.statistics(req.params.model ?? '', req.params.version ?? '') });
+    } catch (e) {
+      return sendError(reply, e);
+    }
+  };
+  app.get('/v2/models/stats', stats);
+  app.get('/v2/models/:model/stats', stats);
+  app.get('/v2/models/:model/versions/:version/stats', stats);
+
+  const metadata = (req: FastifyRequest<{ Params: ModelParams }>, reply: FastifyReply) => {
+    try {
+      return json(reply, core.modelMetadata(req.params.model, req.params.version ?? ''));
+    } catch (e) {
+      return sendError(reply, e);
+    }
+  };
+  app.get('/v2/models/:model', metadata);
+  app.get('/v2/models/:model/versions/:version', metadata);
+
+  const ready = (req: FastifyRequest<{ Params: ModelParams }>, reply: FastifyReply) =>
+    reply.code(core.isModelReady(req.params.model, req.params.version ?? '') ? 200 : 400).send();
+  app.get('/v2/models/:model/ready', ready);
+  app.get('/v2/models/:model/versions/:version/ready', ready);
+
+  const config = (req: FastifyRequest<{ Params: ModelParams }>, reply: FastifyReply) => {
+    try {
+      return json(reply, toTritonConfigJson(core.modelConfig(req.params.model, req.params.version ?? '') as Record<string, unknown>));
+    } catch (e) {
+      return sendError(reply, e);
+    }
+  };
+  app.get('/v2/models/:model/config', config);
+  app.get('/v2/models/:model/versions/:version/config', config);
+
+  const infer = async (req: FastifyRequest<{ Params: ModelParams }>, reply: FastifyReply) => {
+    try {
+      const raw = await decompress(req, (req.body as Buffer | undefined) ?? Buffer.alloc(0));
+      const hdr = req.headers['inference-header-content-length'];
+      const headerLength = hdr === undefined ? undefined : Number(hdr);
+      const decoded = decodeInferRequest(raw, headerLength, req.params.model, req.params.version ?? '');
+      // A client that disconnects while its request is queued cancels it.
+      const abort = new AbortController();
+      const onClose = (): void => {
+        if (!reply.raw.writableFinished) abort.abort();
+      };
+      reply.raw.once('close', onClose);
+      decoded.request.signal = abort.signal;
+      const result = await core.infer(decoded.request);
+      const encoded = encodeInferResponse(result, decoded);
+      let body: Buffer = encoded.chunks.length === 1 ? Buffer.from(encoded.chunks[0]!.buffer, encoded.chunks[0]!.byteOffset, encoded.chunks[0]!.byteLength) : Buffer.concat(encoded.chunks);
+      if (encoded.headerLength !== undefined) {
+        reply.header('inference-header-content-length', encoded.headerLength).header('content-type', 'application/octet-stream');
+      } else {
+        reply.header('content-type', 'application/json');
+      }
+      const enc = acceptedEncoding(req);
+      if (enc) {
+        body = enc === 'gzip' ? await gzip(body) : await deflate(body);
+        reply.header('content-encoding', enc);
+      }
+      return reply.send(body);
+    } catch (e) {
+      return sendError(reply, e);
+    }
+  };
+  app.post('/v2/models/:model/infer', infer);
+  app.post('/v2/models/:model/versions/:version/infer', infer);
+
+  return app;
+}

@@ -1,0 +1,287 @@
+// Per-model scheduling between the core and the instances. Without dynamic batching every
+// request runs alone on the next free instance (Triton's default scheduler); with it, queued
+// requests of compatible shapes are merged into one execution (Triton's dynamic batcher).
+import { elementCount, type DataType } from '../core/datatypes.js';
+import { ServalError, asServalError } from '../core/errors.js';
+import type { ExecRequest, ExecResult, ModelInstance, TensorSlot } from '../backends/backend.js';
+import type { ModelStats, RequestTiming } from '../stats/model_stats.js';
+
+/** A validated request as the scheduler sees it: tensors already in the model's shapes. */
+export interface ScheduledInput {
+  name: string;
+  datatype: DataType;
+  /** Full shape given to the model, batch dimension first when the model batches. */
+  shape: number[];
+  data: Uint8Array;
+}
+
+export interface ScheduledOutput {
+  name: string;
+  datatype: DataType;
+  shape: number[];
+  data: Uint8Array;
+}
+
+export interface SchedulerRequest {
+  /** 0 for a model without batching, else the request's own batch size. */
+  batchSize: number;
+  inputs: ScheduledInput[];
+  outputs: string[];
+  requestStartNs: bigint;
+  signal?: AbortSignal;
+}
+
+export interface BatchingPolicy {
+  maxBatchSize: number;
+  dynamic: boolean;
+  preferredBatchSizes: number[];
+  maxQueueDelayNs: number;
+}
+
+interface Queued {
+  req: SchedulerRequest;
+  /** Shapes without the batch dimension; requests batch together only when these match. */
+  key: string;
+  queueStartNs: bigint;
+  resolve: (o: ScheduledOutput[]) => void;
+  reject: (e: ServalError) => void;
+  onAbort?: () => void;
+}
+
+const now = (): bigint => process.hrtime.bigint();
+const ALIGN = 64;
+
+export class Scheduler {
+  private readonly queue: Queued[] = [];
+  private readonly idle: ModelInstance[];
+  private timer: NodeJS.Timeout | undefined;
+  private timerAt = 0n;
+  private closed = false;
+  private readonly inflight = new Set<Promise<unknown>>();
+
+  constructor(
+    private readonly instances: ModelInstance[],
+    private readonly policy: BatchingPolicy,
+    private readonly stats: ModelStats,
+  ) {
+    this.idle = [...instances];
+  }
+
+  enqueue(req: SchedulerRequest): Promise<ScheduledOutput[]> {
+    if (this.closed) return Promise.reject(ServalError.unavailable('model is being unloaded'));
+    return new Promise((resolve, reject) => {
+      const item: Queued = {
+        req,
+        key: req.inputs.map((i) => `${i.name}:${i.shape.slice(req.batchSize ? 1 : 0).join(',')}`).join(';'),
+        queueStartNs: now(),
+        resolve,
+        reject,
+      };
+      if (req.signal) {
+        if (req.signal.aborted) {
+          reject(ServalError.cancelled('request was cancelled before it was queued'));
+          return;
+        }
+        item.onAbort = () => this.cancel(item);
+        req.signal.addEventListener('abort', item.onAbort, { once: true });
+      }
+      this.stats.pending += 1;
+      this.queue.push(item);
+      this.dispatch();
+    });
+  }
+
+  /** Stops accepting requests and waits for queued and running ones to finish. */
+  async drain(): Promise<void> {
+    this.closed = true;
+    while (this.queue.length || this.inflight.size) {
+      await Promise.allSettled([...this.inflight]);
+      if (this.queue.length && !this.inflight.size) this.dispatch();
+      if (this.queue.length && !this.inflight.size) {
+        await new Promise((r) => setTimeout(r, 1));
+      }
+    }
+  }
+
+  private cancel(item: Queued): void {
+    const i = this.queue.indexOf(item);
+    if (i < 0) return; // already executing: it completes normally
+    this.queue.splice(i, 1);
+    this.stats.pending -= 1;
+    this.stats.recordFailure(item.req.requestStartNs, now(), 'CANCELED');
+    item.reject(ServalError.cancelled('request was cancelled by the client while queued'));
+  }
+
+  private dispatch(): void {
+    while (this.idle.length && this.queue.length) {
+      const batch = this.nextBatch();
+      if (!batch) return;
+      const instance = this.idle.shift()!;
+      const run = this.execute(instance, batch).finally(() => {
+        this.inflight.delete(run);
+        this.idle.push(instance);
+        this.dispatch();
+      });
+      this.inflight.add(run);
+    }
+  }
+
+  /** Picks the next batch from the queue head, or undefined to keep waiting (and arms the delay timer). */
+  private nextBatch(): Queued[] | undefined {
+    const { dynamic, maxBatchSize, preferredBatchSizes, maxQueueDelayNs } = this.policy;
+    const head = this.queue[0]!;
+    if (!dynamic || head.req.batchSize === 0) return this.take([head]);
+
+    // Gather compatible requests in arrival order up to max_batch_size.
+    const candidates: Queued[] = [];
+    const sizes: number[] = [];
+    let total = 0;
+    for (const q of this.queue) {
+      if (q.key !== head.key) continue;
+      if (total + q.req.batchSize > maxBatchSize) break;
+      total += q.req.batchSize;
+      candidates.push(q);
+      sizes.push(total);
+    }
+    const cutAt = (target: number): Queued[] => this.take(candidates.slice(0, sizes.indexOf(target) + 1));
+
+    if (total >= maxBatchSize) return cutAt(total);
+    // The largest preferred size reachable exactly with whole requests goes at once.
+    const best = preferredBatchSizes.filter((p) => sizes.includes(p)).sort((a, b) => b - a)[0];
+    if (best !== undefined) return cutAt(best);
+    const waited = now() - head.queueStartNs;
+    if (maxQueueDelayNs <= 0 || waited >= BigInt(maxQueueDelayNs)) return cutAt(total);
+    this.armTimer(head.queueStartNs + BigInt(maxQueueDelayNs));
+    return undefined;
+  }
+
+  private take(items: Queued[]): Queued[] {
+    const set = new Set(items);
+    for (let i = this.queue.length - 1; i >= 0; i--) if (set.has(this.queue[i]!)) this.queue.splice(i, 1);
+    for (const q of items) if (q.onAbort) q.req.signal!.removeEventListener('abort', q.onAbort);
+    return items;
+  }
+
+  private armTimer(atNs: bigint): void {
+    if (this.timer && this.timerAt <= atNs) return;
+    if (this.timer) clearTimeout(this.timer);
+    this.timerAt = atNs;
+    const ms = Math.max(0, Number(atNs - now()) / 1e6);
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.dispatch();
+    }, ms);
+  }
+
+  private async execute(instance: ModelInstance, batch: Queued[]): Promise<void> {
+    const computeStartNs = now();
+    const batching = batch[0]!.req.batchSize > 0;
+    const total = batching ? batch.reduce((s, q) => s + q.req.batchSize, 0) : 0;
+    let result: ExecResult;
+    try {
+      result = await instance.execute(assemble(batch.map((q) => q.req), total));
+    } catch (e) {
+      const err = asServalError(e);
+      const end = now();
+      for (const q of batch) {
+        this.stats.pending -= 1;
+        this.stats.recordFailure(q.req.requestStartNs, end, 'BACKEND');
+        q.reject(err);
+      }
+      return;
+    }
+    this.stats.recordExecution(Math.max(1, total), result.computeInputNs, result.computeInferNs, result.computeOutputNs);
+    let perRequest: ScheduledOutput[][];
+    try {
+      perRequest = scatter(result, batch.map((q) => q.req.batchSize), batching);
+    } catch (e) {
+      const err = asServalError(e);
+      const end = now();
+      for (const q of batch) {
+        this.stats.pending -= 1;
+        this.stats.recordFailure(q.req.requestStartNs, end, 'BACKEND');
+        q.reject(err);
+      }
+      return;
+    }
+    const end = now();
+    batch.forEach((q, i) => {
+      const timing: RequestTiming = {
+        requestStartNs: q.req.requestStartNs,
+        queueStartNs: q.queueStartNs,
+        computeStartNs,
+        computeInputNs: result.computeInputNs,
+        computeInferNs: result.computeInferNs,
+        computeOutputNs: result.computeOutputNs,
+      };
+      this.stats.pending -= 1;
+      this.stats.recordSuccess(Math.max(1, q.req.batchSize), timing, end);
+      const wanted = new Set(q.req.outputs);
+      q.resolve(perRequest[i]!.filter((o) => wanted.has(o.name)));
+    });
+  }
+}
+
+/** Copies every request's inputs into one buffer (the only copy on the way in). */
+export function assemble(reqs: SchedulerRequest[], totalBatch: number): ExecRequest {
+  const first = reqs[0]!;
+  const outputs = [...new Set(reqs.flatMap((r) => r.outputs))];
+  let size = 0;
+  const offsets: number[] = [];
+  for (let i = 0; i < first.inputs.length; i++) {
+    offsets.push(size);
+    for (const r of reqs) size += r.inputs[i]!.data.byteLength;
+    size = Math.ceil(size / ALIGN) * ALIGN;
+  }
+  const buffer = new ArrayBuffer(Math.max(size, 1));
+  const bytes = new Uint8Array(buffer);
+  const inputs: TensorSlot[] = first.inputs.map((inp, i) => {
+    let off = offsets[i]!;
+    for (const r of reqs) {
+      bytes.set(r.inputs[i]!.data, off);
+      off += r.inputs[i]!.data.byteLength;
+    }
+    const dims = totalBatch > 0 ? [totalBatch, ...inp.shape.slice(1)] : [...inp.shape];
+    return { name: inp.name, datatype: inp.datatype, dims, offset: offsets[i]!, byteLength: off - offsets[i]! };
+  });
+  return { buffer, inputs, outputs };
+}
+
+/** Splits each output along the batch dimension into per-request views (no copies). */
+export function scatter(result: ExecResult, batchSizes: number[], batching: boolean): ScheduledOutput[][] {
+  const per: ScheduledOutput[][] = batchSizes.map(() => []);
+  for (const out of result.outputs) {
+    const bytes = new Uint8Array(out.buffer, out.offset, out.byteLength);
+    if (!batching) {
+      per[0]!.push({ name: out.name, datatype: out.datatype, shape: out.dims, data: bytes });
+      continue;
+    }
+    const total = batchSizes.reduce((a, b) => a + b, 0);
+    if (out.dims[0] !== total) {
+      throw ServalError.internal(
+        `output '${out.name}' has batch dimension ${out.dims[0]} but the batch held ${total} items`,
+      );
+    }
+    const rest = out.dims.slice(1);
+    const perItem = elementCount(rest);
+    let offset = 0;
+    const cuts = out.datatype === 'BYTES' ? bytesCuts(bytes, perItem, batchSizes) : undefined;
+    batchSizes.forEach((b, i) => {
+      const len = cuts ? cuts[i]! : (out.byteLength / total) * b;
+      per[i]!.push({ name: out.name, datatype: out.datatype, shape: [b, ...rest], data: bytes.subarray(offset, offset + len) });
+      offset += len;
+    });
+  }
+  return per;
+}
+
+/** Byte length of each request's share of a serialized BYTES tensor. */
+function bytesCuts(bytes: Uint8Array, perItem: number, batchSizes: number[]): number[] {
+  const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  let off = 0;
+  return batchSizes.map((b) => {
+    const start = off;
+    for (let e = 0; e < b * perItem; e++) off += 4 + dv.getUint32(off, true);
+    return off - start;
+  });
+}

@@ -1,0 +1,110 @@
+// Assembles a server from options: repository, core, and the enabled front-ends; and stops it.
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import type * as grpc from '@grpc/grpc-js';
+import type http from 'node:http';
+import { InferenceCore } from './core/server_core.js';
+import { buildHttpServer } from './frontends/http/server.js';
+import { startGrpcServer } from './frontends/grpc/server.js';
+import { startMetricsServer } from './frontends/metrics/metrics.js';
+import type { Logger } from './log.js';
+import type { ServerOptions } from './options.js';
+import { projectRoot } from './paths.js';
+import { ModelRepository, type IndexRow } from './repository/repository.js';
+
+export const EXTENSIONS = ['classification', 'model_configuration', 'binary_tensor_data', 'parameters', 'statistics'];
+
+export function serverVersion(): string {
+  const pkg = JSON.parse(readFileSync(path.join(projectRoot(), 'package.json'), 'utf8')) as { version: string };
+  return pkg.version;
+}
+
+export interface RunningServer {
+  core: InferenceCore;
+  httpPort?: number;
+  grpcPort?: number;
+  metricsPort?: number;
+  stop(): Promise<void>;
+}
+
+export class StartupError extends Error {}
+
+/** The model status table tritonserver prints at start-up. */
+export function statusTable(rows: IndexRow[]): string {
+  const body = rows.map((r) => [r.name, r.version || '-', r.state === 'READY' ? 'READY' : `${r.state || 'UNAVAILABLE'}: ${r.reason}`]);
+  const head = ['Model', 'Version', 'Status'];
+  const widths = head.map((h, i) => Math.max(h.length, ...body.map((r) => r[i]!.length)));
+  const line = '+' + widths.map((w) => '-'.repeat(w + 2)).join('+') + '+';
+  const fmt = (r: string[]): string => '| ' + r.map((c, i) => c.padEnd(widths[i]!)).join(' | ') + ' |';
+  return [line, fmt(head), line, ...body.map(fmt), line].join('\n');
+}
+
+export async function startServer(opts: ServerOptions, log: Logger, print: (line: string) => void): Promise<RunningServer> {
+  if (opts.modelRepositories.length === 0) throw new StartupError('--model-repository must be specified');
+  const repository = new ModelRepository(opts.modelRepositories, log);
+  await repository.loadAll();
+  const core = new InferenceCore(repository, {
+    id: opts.id,
+    version: serverVersion(),
+    strictReadiness: opts.strictReadiness,
+    extensions: EXTENSIONS,
+  });
+  const rows = repository.index();
+  print(statusTable(rows));
+  if (opts.exitOnError && rows.some((r) => r.state !== 'READY')) {
+    await repository.unloadAll();
+    throw new StartupError('failed to load all models');
+  }
+
+  let http: FastifyInstance | undefined;
+  let grpcServer: grpc.Server | undefined;
+  let metrics: http.Server | undefined;
+  const running: RunningServer = { core, stop };
+  try {
+    if (opts.allowGrpc) {
+      const g = await startGrpcServer(core, log, opts.grpcAddress, opts.grpcPort);
+      grpcServer = g.server;
+      running.grpcPort = g.port;
+      print(`Started GRPCInferenceService at ${opts.grpcAddress}:${g.port}`);
+    }
+    if (opts.allowHttp) {
+      http = buildHttpServer(core, log, { maxInputSize: opts.httpMaxInputSize });
+      await http.listen({ port: opts.httpPort, host: opts.httpAddress });
+      const addr = http.server.address();
+      running.httpPort = typeof addr === 'object' && addr ? addr.port : opts.httpPort;
+      print(`Started HTTPService at ${opts.httpAddress}:${running.httpPort}`);
+    }
+    if (opts.allowMetrics) {
+      const m = await startMetricsServer(core, opts.metricsAddress, opts.metricsPort);
+      metrics = m.server;
+      running.metricsPort = m.port;
+      print(`Started Metrics Service at ${opts.metricsAddress}:${m.port}`);
+    }
+  } catch (e) {
+    await stop();
+    throw new StartupError(`failed to start front-ends: ${(e as Error).message}`);
+  }
+
+  let stopping: Promise<void> | undefined;
+  function stop(): Promise<void> {
+    stopping ??= (async () => {
+      core.stopAccepting();
+      const closers: Promise<unknown>[] = [];
+      if (http) closers.push(http.close());
+      if (grpcServer) {
+        const g = grpcServer;
+        closers.push(new Promise<void>((r) => g.tryShutdown(() => r())));
+      }
+      if (metrics) {
+        const m = metrics;
+        closers.push(new Promise<void>((r) => m.close(() => r())));
+        m.closeAllConnections();
+      }
+      await Promise.allSettled(closers);
+      await repository.unloadAll();
+    })();
+    return stopping;
+  }
+  return running;
+}
