@@ -353,6 +353,9 @@ class Parser {
       if (this.isSymbol('[')) {
         this.fail(this.tok, `extension and Any fields are not supported in ${spec.fullName}`);
       }
+      if (close !== null && (this.isSymbol('}') || this.isSymbol('>'))) {
+        this.fail(this.tok, `expected "${close}" to close ${spec.fullName}, found ${this.describe(this.tok)}`);
+      }
       if (this.tok.kind !== 'ident') {
         this.fail(this.tok, `expected a field name, found ${this.describe(this.tok)}`);
       }

@@ -3,7 +3,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { ModelInstance } from '../backends/backend.js';
 import { OrtInstance } from '../backends/onnxruntime/instance.js';
-import { placeInstances, probeDevices, threadCounts } from '../backends/onnxruntime/placement.js';
+import { normalizeInstanceGroups, placeInstances, probeDevices, threadCounts } from '../backends/onnxruntime/placement.js';
 import { validateAgainstModel } from '../config/model_config.js';
 import type { ModelConfig } from '../config/types.js';
 import { ServalError } from '../core/errors.js';
@@ -30,6 +30,7 @@ export class ModelVersion {
     const file = path.join(modelDir, String(version), config.default_model_filename!);
     const env = probeDevices();
     const placements = placeInstances(name, config.instance_group, env);
+    config.instance_group = normalizeInstanceGroups(name, config.instance_group, env);
     const cpuInstances = placements.filter((p) => p.kind === 'KIND_CPU').length;
     const threads = threadCounts(config.parameters, cpuInstances, env.cpus);
     const level = config.optimization?.graph?.level;

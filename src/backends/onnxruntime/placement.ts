@@ -50,28 +50,38 @@ export function probeDevices(): DeviceEnvironment {
 }
 
 /**
- * Triton's instance placement: each group gives `count` instances (default 1); a GPU group gives
- * `count` instances on each of its `gpus` (default: every visible GPU). KIND_AUTO is GPU when a
- * usable GPU exists, else CPU. No groups at all means one group of KIND_AUTO.
+ * Triton's normalisation of `instance_group`: no groups means one KIND_AUTO group; each group
+ * gets a name (`<model>_<index>`) and a count (1); KIND_AUTO becomes KIND_GPU when a usable
+ * GPU exists, else KIND_CPU. The result is what the model's /config reports.
+ */
+export function normalizeInstanceGroups<G extends InstanceGroupLike>(modelName: string, groups: G[] | undefined, env: DeviceEnvironment): G[] {
+  const list = groups && groups.length ? groups : [{ kind: 'KIND_AUTO' } as G];
+  const gpuUsable = env.gpus.length > 0 && env.cudaProvider;
+  return list.map((g, gi) => {
+    const kind = (g.kind ?? 'KIND_AUTO') === 'KIND_AUTO' ? (gpuUsable ? 'KIND_GPU' : 'KIND_CPU') : g.kind!;
+    return { ...g, name: g.name || `${modelName}_${gi}`, kind, count: g.count ?? 1 };
+  });
+}
+
+/**
+ * Triton's instance placement: each group gives `count` instances; a GPU group gives `count`
+ * instances on each of its `gpus` (default: every visible GPU).
  */
 export function placeInstances(modelName: string, groups: InstanceGroupLike[] | undefined, env: DeviceEnvironment): InstancePlacement[] {
-  const list = groups && groups.length ? groups : [{ kind: 'KIND_AUTO', count: 1 }];
-  const gpuUsable = env.gpus.length > 0 && env.cudaProvider;
   const out: InstancePlacement[] = [];
-  list.forEach((g, gi) => {
-    const groupName = g.name || `${modelName}_${gi}`;
-    const count = g.count ?? 1;
+  for (const g of normalizeInstanceGroups(modelName, groups, env)) {
+    const groupName = g.name!;
+    const count = g.count!;
+    const kind = g.kind!;
     if (!Number.isInteger(count) || count < 0) {
       throw ServalError.invalidArg(`instance group '${groupName}' of model '${modelName}' has invalid count ${count}`);
     }
-    let kind = g.kind ?? 'KIND_AUTO';
-    if (kind === 'KIND_AUTO') kind = gpuUsable ? 'KIND_GPU' : 'KIND_CPU';
     if (kind === 'KIND_CPU') {
       if (g.gpus && g.gpus.length) {
         throw ServalError.invalidArg(`instance group '${groupName}' of model '${modelName}' has kind KIND_CPU but specifies one or more GPUs`);
       }
       for (let c = 0; c < count; c++) out.push({ name: `${groupName}_${c}`, kind: 'KIND_CPU', deviceId: -1 });
-      return;
+      continue;
     }
     if (kind !== 'KIND_GPU') {
       throw ServalError.unsupported(`instance group '${groupName}' of model '${modelName}' has kind ${kind}, which the onnxruntime backend does not support`);
@@ -99,7 +109,7 @@ export function placeInstances(modelName: string, groups: InstanceGroupLike[] | 
       }
       for (let c = 0; c < count; c++) out.push({ name: `${groupName}_${c}_gpu${d}`, kind: 'KIND_GPU', deviceId: d });
     }
-  });
+  }
   if (out.length === 0) throw ServalError.invalidArg(`model '${modelName}' has no model instances (every instance group has count 0)`);
   return out;
 }
