@@ -3,7 +3,8 @@
 //
 //  - GET /v2/models/{m}[/versions/{v}]/config returns, and
 //    tritonclient.http's get_model_config() hands back, the output of
-//    Triton core's ModelConfigToJson() (src/model_config_utils.cc):
+//    ModelConfigToJson() in triton-inference-server/core
+//    src/model_config_utils.cc:
 //      1. protobuf MessageToJsonString() with preserve_proto_field_names
 //         and always_print_primitive_fields, i.e. snake_case keys, fields
 //         in .proto declaration order, every implicit-presence field
@@ -18,13 +19,15 @@
 //    JsonStringToMessage with unknown fields rejected and enum names
 //    matched case-insensitively. fromTritonConfigJson() mirrors that.
 
-import { roundToFloat32 } from './pbtxt.js';
 import {
   type FieldSpec,
   type MessageSpec,
   type ScalarTypeName,
   type ValueSpec,
+  INTEGER_RANGES,
   modelConfigSpec,
+  roundToFloat32,
+  setOwn,
 } from './schema.js';
 
 /** A model-config JSON (or internal object) that does not fit the schema. */
@@ -43,24 +46,11 @@ export class ConfigJsonError extends Error {
 
 type JsonObject = Record<string, unknown>;
 
-const INT_RANGES: Readonly<Record<string, readonly [bigint, bigint]>> = {
-  int32: [-(2n ** 31n), 2n ** 31n - 1n],
-  sint32: [-(2n ** 31n), 2n ** 31n - 1n],
-  sfixed32: [-(2n ** 31n), 2n ** 31n - 1n],
-  uint32: [0n, 2n ** 32n - 1n],
-  fixed32: [0n, 2n ** 32n - 1n],
-  int64: [-(2n ** 63n), 2n ** 63n - 1n],
-  sint64: [-(2n ** 63n), 2n ** 63n - 1n],
-  sfixed64: [-(2n ** 63n), 2n ** 63n - 1n],
-  uint64: [0n, 2n ** 64n - 1n],
-  fixed64: [0n, 2n ** 64n - 1n],
-};
-
 const INT64_TYPES = new Set<ScalarTypeName>(['int64', 'uint64', 'sint64', 'fixed64', 'sfixed64']);
 const FLOAT_MAX = 3.4028234663852886e38;
 
 function isPlainObject(v: unknown): v is JsonObject {
-  return typeof v === 'object' && v !== null && !Array.isArray(v) && !Buffer.isBuffer(v);
+  return typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof Uint8Array);
 }
 
 function join(path: string, name: string): string {
@@ -72,7 +62,7 @@ function mapPath(path: string, key: string): string {
 }
 
 function describe(v: unknown): string {
-  if (Buffer.isBuffer(v)) return 'a Buffer';
+  if (v instanceof Uint8Array) return 'a Buffer';
   if (Array.isArray(v)) return 'an array';
   if (v === null) return 'null';
   if (typeof v === 'object') return 'an object';
@@ -92,7 +82,7 @@ function toInteger(v: unknown, scalar: ScalarTypeName, path: string, allowString
   if (typeof v === 'number') {
     if (!Number.isInteger(v)) throw new ConfigJsonError(path, `expected an integer (${scalar}), got ${describe(v)}`);
     if (!Number.isSafeInteger(v)) {
-      throw new ConfigJsonError(path, `integer ${v} is not exactly representable; send it as a string`);
+      throw new ConfigJsonError(path, `integer ${v} is beyond 2^53 and not exactly representable`);
     }
     big = BigInt(v);
   } else if (typeof v === 'string' && allowString && /^-?\d+$/.test(v)) {
@@ -100,7 +90,7 @@ function toInteger(v: unknown, scalar: ScalarTypeName, path: string, allowString
   } else {
     throw new ConfigJsonError(path, `expected an integer (${scalar}), got ${describe(v)}`);
   }
-  const [min, max] = INT_RANGES[scalar] as readonly [bigint, bigint];
+  const [min, max] = INTEGER_RANGES[scalar] as readonly [bigint, bigint];
   if (big < min || big > max) throw new ConfigJsonError(path, `integer ${big} out of range for ${scalar}`);
   const n = Number(big);
   if (!Number.isSafeInteger(n)) {
@@ -204,7 +194,7 @@ function messageToProtoJson(spec: MessageSpec, obj: JsonObject, path: string): J
       const map: JsonObject = {};
       for (const [k, mv] of Object.entries(v ?? {})) {
         const kp = mapPath(fpath, k);
-        map[canonicalMapKey(k, field.mapKey, kp)] = valueToProtoJson(mv, field.value, kp);
+        setOwn(map, canonicalMapKey(k, field.mapKey, kp), valueToProtoJson(mv, field.value, kp));
       }
       out[field.name] = map;
     } else if (field.repeated) {
@@ -391,7 +381,7 @@ function messageFromJson(spec: MessageSpec, obj: JsonObject, path: string): Json
       const map: JsonObject = {};
       for (const [k, mv] of Object.entries(v)) {
         const kp = mapPath(fpath, k);
-        map[canonicalMapKey(k, field.mapKey, kp)] = valueFromJson(mv, field.value, kp);
+        setOwn(map, canonicalMapKey(k, field.mapKey, kp), valueFromJson(mv, field.value, kp));
       }
       out[field.name] = map;
     } else if (field.repeated) {

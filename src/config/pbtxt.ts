@@ -11,8 +11,11 @@ import {
   type ScalarTypeName,
   type ValueSpec,
   describeMessage,
+  INTEGER_RANGES,
   mapEntryName,
   ModelConfigType,
+  roundToFloat32,
+  setOwn,
 } from './schema.js';
 import type { ModelConfig } from './types.js';
 
@@ -237,19 +240,6 @@ class Tokenizer {
 // ---------------------------------------------------------------------------
 // Parser
 
-const INT_RANGES: Readonly<Record<string, readonly [bigint, bigint]>> = {
-  int32: [-(2n ** 31n), 2n ** 31n - 1n],
-  sint32: [-(2n ** 31n), 2n ** 31n - 1n],
-  sfixed32: [-(2n ** 31n), 2n ** 31n - 1n],
-  uint32: [0n, 2n ** 32n - 1n],
-  fixed32: [0n, 2n ** 32n - 1n],
-  int64: [-(2n ** 63n), 2n ** 63n - 1n],
-  sint64: [-(2n ** 63n), 2n ** 63n - 1n],
-  sfixed64: [-(2n ** 63n), 2n ** 63n - 1n],
-  uint64: [0n, 2n ** 64n - 1n],
-  fixed64: [0n, 2n ** 64n - 1n],
-};
-
 const UNSIGNED = new Set(['uint32', 'fixed32', 'uint64', 'fixed64']);
 const BOOL_WORDS: Readonly<Record<string, boolean>> = { true: true, True: true, t: true, false: false, False: false, f: false };
 const utf8 = new TextDecoder('utf-8', { fatal: true });
@@ -259,20 +249,6 @@ function intTokenValue(text: string): bigint {
   if (/^0[xX]/.test(text)) return BigInt(text);
   if (text.length > 1 && text.startsWith('0')) return BigInt(`0o${text.slice(1)}`);
   return BigInt(text);
-}
-
-/**
- * Rounds to float32 and returns the shortest decimal that maps back to the
- * same float32, i.e. what protobuf would store and print for a float field.
- */
-export function roundToFloat32(x: number): number {
-  if (!Number.isFinite(x)) return x;
-  const f = Math.fround(x);
-  for (let p = 1; p <= 9; p++) {
-    const candidate = Number(f.toPrecision(p));
-    if (Math.fround(candidate) === f) return candidate;
-  }
-  return f;
 }
 
 /** Default value of a field's value type, used for omitted map keys/values. */
@@ -332,8 +308,7 @@ class Parser {
 
   /** Parses a whole document as one message of the given type. */
   parseDocument(spec: MessageSpec): Record<string, unknown> {
-    const out = this.parseFields(spec, null);
-    return out;
+    return this.parseFields(spec, null);
   }
 
   /**
@@ -418,7 +393,7 @@ class Parser {
 
     if (field.mapKey !== undefined) {
       const map = (out[field.name] ??= {}) as Record<string, unknown>;
-      for (const entry of values as Array<[string, unknown]>) map[entry[0]] = entry[1];
+      for (const [key, value] of values as Array<[string, unknown]>) setOwn(map, key, value);
     } else if (field.repeated) {
       const list = (out[field.name] ??= []) as unknown[];
       list.push(...values);
@@ -570,7 +545,7 @@ class Parser {
     }
     this.take();
     const raw = negative ? -intTokenValue(t.text) : intTokenValue(t.text);
-    const [min, max] = INT_RANGES[scalar] as readonly [bigint, bigint];
+    const [min, max] = INTEGER_RANGES[scalar] as readonly [bigint, bigint];
     const shown = (negative ? '-' : '') + t.text;
     if (raw < min || raw > max) {
       this.fail(start, `integer ${shown} out of range for field "${field.name}" (${scalar})`);

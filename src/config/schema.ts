@@ -162,3 +162,42 @@ export function mapEntryName(owner: MessageSpec, field: FieldSpec): string {
   const camel = toJsonName(field.name);
   return `${owner.fullName}.${camel.charAt(0).toUpperCase()}${camel.slice(1)}Entry`;
 }
+
+// ---------------------------------------------------------------------------
+// Scalar value helpers shared by the text and JSON converters
+
+/** Inclusive value range of each protobuf integer type. */
+export const INTEGER_RANGES: Readonly<Record<string, readonly [bigint, bigint]>> = {
+  int32: [-(2n ** 31n), 2n ** 31n - 1n],
+  sint32: [-(2n ** 31n), 2n ** 31n - 1n],
+  sfixed32: [-(2n ** 31n), 2n ** 31n - 1n],
+  uint32: [0n, 2n ** 32n - 1n],
+  fixed32: [0n, 2n ** 32n - 1n],
+  int64: [-(2n ** 63n), 2n ** 63n - 1n],
+  sint64: [-(2n ** 63n), 2n ** 63n - 1n],
+  sfixed64: [-(2n ** 63n), 2n ** 63n - 1n],
+  uint64: [0n, 2n ** 64n - 1n],
+  fixed64: [0n, 2n ** 64n - 1n],
+};
+
+/**
+ * Rounds to float32 and returns the shortest decimal that maps back to the
+ * same float32, i.e. what protobuf stores and prints for a `float` field.
+ */
+export function roundToFloat32(x: number): number {
+  if (!Number.isFinite(x)) return x;
+  const f = Math.fround(x);
+  for (let p = 1; p <= 9; p++) {
+    const candidate = Number(f.toPrecision(p));
+    if (Math.fround(candidate) === f) return candidate;
+  }
+  return f;
+}
+
+/**
+ * Sets an own enumerable property. Map keys come from user input, and a
+ * plain assignment of "__proto__" would change the prototype instead.
+ */
+export function setOwn(obj: Record<string, unknown>, key: string, value: unknown): void {
+  Object.defineProperty(obj, key, { value, enumerable: true, writable: true, configurable: true });
+}

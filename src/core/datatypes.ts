@@ -164,7 +164,9 @@ export function jsonToRaw(dt: DataType, data: unknown, what: string): Buffer {
   const out = Buffer.alloc(flat.length * size);
   const view = typedView(dt, out);
   for (let i = 0; i < flat.length; i++) {
-    const v = flat[i];
+    let v = flat[i];
+    // Long integers arrive as bigint (core/json.ts); only the 64-bit types keep them exact.
+    if (typeof v === 'bigint' && dt !== 'INT64' && dt !== 'UINT64') v = Number(v);
     switch (dt) {
       case 'BOOL':
         if (typeof v !== 'boolean') throw badJson(what, dt, v);

@@ -20,3 +20,49 @@ export function encodeJson(value: unknown): string {
   });
   return exact ? text.replace(MARKED, '$1') : text;
 }
+
+const LONG_INTEGER = /\d{16}/;
+
+/**
+ * JSON.parse that keeps integers of 16+ digits exact (as bigint): INT64/UINT64 tensor data in
+ * JSON may exceed 2^53. Numbers are rewritten only outside strings, and only when the text has
+ * such a digit run at all, so ordinary requests take the plain JSON.parse path.
+ */
+export function parseJsonExact(text: string): unknown {
+  if (!LONG_INTEGER.test(text)) return JSON.parse(text);
+  let out = '';
+  let last = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 92 /* \ */) i++;
+      else if (c === 34 /* " */) inString = false;
+      continue;
+    }
+    if (c === 34) {
+      inString = true;
+      continue;
+    }
+    if (c === 45 /* - */ || (c >= 48 && c <= 57)) {
+      let j = i + 1;
+      while (j < text.length && text.charCodeAt(j) >= 48 && text.charCodeAt(j) <= 57) j++;
+      const next = text.charCodeAt(j);
+      const isInteger = next !== 46 /* . */ && next !== 101 /* e */ && next !== 69 /* E */;
+      if (isInteger && j - i >= 16) {
+        out += text.slice(last, i) + '"\\u0000#' + text.slice(i, j) + '"';
+        last = j;
+      }
+      i = j - 1;
+    }
+  }
+  out += text.slice(last);
+  return JSON.parse(out, (_k, v: unknown) =>
+    typeof v === 'string' && v.startsWith(MARK) ? exactOrNumber(v.slice(MARK.length)) : v,
+  );
+}
+
+function exactOrNumber(digits: string): number | bigint {
+  const n = Number(digits);
+  return Number.isSafeInteger(n) ? n : BigInt(digits);
+}

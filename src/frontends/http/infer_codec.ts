@@ -2,7 +2,7 @@
 // data extension: a JSON header of `Inference-Header-Content-Length` bytes, then raw tensors.
 import { isDataType, jsonToRaw, rawToJson } from '../../core/datatypes.js';
 import { ServalError } from '../../core/errors.js';
-import { encodeJson } from '../../core/json.js';
+import { encodeJson, parseJsonExact } from '../../core/json.js';
 import type { InferRequest, InferResponse, Params, ParamValue, RequestedOutput } from '../../core/types.js';
 
 const bad = (msg: string): ServalError => ServalError.invalidArg(msg);
@@ -16,7 +16,7 @@ function params(v: unknown, where: string): Params {
   if (!isObject(v)) throw bad(`${where}: 'parameters' must be a JSON object`);
   const out: Params = {};
   for (const [k, p] of Object.entries(v)) {
-    if (typeof p === 'string' || typeof p === 'number' || typeof p === 'boolean') out[k] = p;
+    if (typeof p === 'string' || typeof p === 'number' || typeof p === 'boolean' || typeof p === 'bigint') out[k] = p;
     else throw bad(`${where}: parameter '${k}' must be a string, number or boolean`);
   }
   return out;
@@ -48,7 +48,7 @@ export function decodeInferRequest(
   const jsonEnd = headerLength ?? body.byteLength;
   let doc: unknown;
   try {
-    doc = JSON.parse(body.toString('utf8', 0, jsonEnd));
+    doc = parseJsonExact(body.toString('utf8', 0, jsonEnd));
   } catch (e) {
     throw bad(`failed to parse the request JSON: ${(e as Error).message}`);
   }
