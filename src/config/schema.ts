@@ -2,31 +2,11 @@
 // exposes a small, cached, reflection view of it that the text-format
 // parser and the JSON converter share.
 
-import { existsSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { resolve } from 'node:path';
 import protobuf from 'protobufjs';
+import { protoDir } from '../paths.js';
 
-/**
- * Walks up from `start` to the nearest directory holding a package.json.
- * Needed because this module runs both from src/ (vitest) and from
- * dist/src/ (compiled), which sit at different depths.
- */
-export function findProjectRoot(start: string): string {
-  let dir = resolve(start);
-  for (;;) {
-    if (existsSync(join(dir, 'package.json'))) return dir;
-    const parent = dirname(dir);
-    if (parent === dir) {
-      throw new Error(`cannot find package.json above ${start}`);
-    }
-    dir = parent;
-  }
-}
-
-export const PROJECT_ROOT: string = findProjectRoot(dirname(fileURLToPath(import.meta.url)));
-export const PROTO_DIR: string = join(PROJECT_ROOT, 'proto');
-export const MODEL_CONFIG_PROTO: string = join(PROTO_DIR, 'model_config.proto');
+const PROTO_DIR = protoDir();
 
 /** Loads .proto files from PROTO_DIR with snake_case field names kept. */
 export function loadProtoRoot(files: string | string[]): protobuf.Root {

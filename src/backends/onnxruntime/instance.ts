@@ -4,6 +4,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { ServalError } from '../../core/errors.js';
+import { projectRoot } from '../../paths.js';
 import type { ExecRequest, ExecResult, InstancePlacement, ModelInstance, ModelSignature } from '../backend.js';
 import type { FromWorker, SessionSettings, ToWorker } from './protocol.js';
 
@@ -12,8 +13,7 @@ function workerFile(): string {
   const sibling = path.join(path.dirname(here), 'worker.js');
   if (existsSync(sibling)) return sibling;
   // Running from TypeScript sources (tests): use the compiled worker.
-  const root = path.resolve(path.dirname(here), '..', '..', '..');
-  return path.join(root, 'dist', 'src', 'backends', 'onnxruntime', 'worker.js');
+  return path.join(projectRoot(), 'dist', 'src', 'backends', 'onnxruntime', 'worker.js');
 }
 
 interface Pending {
