@@ -3,7 +3,7 @@
 import { ExactInteger } from './datatypes.js';
 
 const MARK = '\u0000#';
-const MARKED = /"\\u0000#(-?\d+)"/g;
+const MARKED = /"\\u0000#(-?[\d.]+)"/g;
 
 export function encodeJson(value: unknown): string {
   let exact = false;
@@ -11,6 +11,11 @@ export function encodeJson(value: unknown): string {
     if (v instanceof ExactInteger) {
       exact = true;
       return MARK + v.value.toString();
+    }
+    if (v === 0 && Object.is(v, -0)) {
+      // JSON.stringify writes -0 as 0; Triton keeps the sign.
+      exact = true;
+      return MARK + '-0.0';
     }
     if (typeof v === 'bigint') {
       exact = true;
@@ -45,11 +50,16 @@ export function parseJsonExact(text: string): unknown {
       continue;
     }
     if (c === 45 /* - */ || (c >= 48 && c <= 57)) {
+      // Consume the whole number token; only a plain integer of 16+ digits is rewritten.
       let j = i + 1;
-      while (j < text.length && text.charCodeAt(j) >= 48 && text.charCodeAt(j) <= 57) j++;
-      const next = text.charCodeAt(j);
-      const isInteger = next !== 46 /* . */ && next !== 101 /* e */ && next !== 69 /* E */;
-      if (isInteger && j - i >= 16) {
+      let integer = true;
+      for (; j < text.length; j++) {
+        const d = text.charCodeAt(j);
+        if (d >= 48 && d <= 57) continue;
+        if (d === 46 || d === 101 || d === 69 || d === 43 || d === 45) integer = false;
+        else break;
+      }
+      if (integer && j - i - (c === 45 ? 1 : 0) >= 16) {
         out += text.slice(last, i) + '"\\u0000#' + text.slice(i, j) + '"';
         last = j;
       }

@@ -157,12 +157,12 @@ export class ModelRepository {
   }
 
   /**
-   * The version a request names ('' = highest ready), with Triton's errors: unknown name is
-   * INVALID_ARG, unknown or unready version NOT_FOUND / UNAVAILABLE.
+   * The version a request names ('' = highest ready), with Triton's errors: an unknown name or
+   * version is NOT_FOUND, a version that is not ready UNAVAILABLE.
    */
   get(name: string, version: string): ModelVersion {
     const entry = this.models.get(name);
-    if (!entry) throw ServalError.invalidArg(`Request for unknown model: '${name}' is not found`);
+    if (!entry) throw ServalError.notFound(`Request for unknown model: '${name}' is not found`);
     if (version === '' || version === '-1') {
       const ready = [...entry.versions.values()].filter((v) => v.state === 'READY').sort((a, b) => b.version - a.version);
       if (!ready.length) throw ServalError.notFound(`Request for unknown model: '${name}' has no available versions`);

@@ -95,6 +95,9 @@ export function decodeInferRequest(
     } else {
       if (raw.data === undefined) throw bad(`${where} has neither 'data' nor 'binary_data_size'`);
       if (!isDataType(datatype)) throw bad(`${where} has unknown datatype '${datatype}'`);
+      if (datatype === 'FP16') {
+        throw bad(`receiving FP16 data via JSON is not supported. Please use the binary data format for input ${name}`);
+      }
       data = jsonToRaw(datatype, raw.data, where);
     }
     return { name, datatype, shape: shape as number[], data, parameters: p };
@@ -145,6 +148,9 @@ export function encodeInferResponse(res: InferResponse, decoded: DecodedInfer): 
     if (asBinary) {
       binary.push(o.data);
       return { ...base, parameters: { binary_data_size: o.data.byteLength } as Record<string, ParamValue> };
+    }
+    if (o.datatype === 'FP16') {
+      throw bad('sending FP16 data via JSON is not supported. Please use the binary data format for output');
     }
     return { ...base, data: rawToJson(o.datatype, o.data, `output '${o.name}'`) };
   });
