@@ -71,8 +71,8 @@ function convert(flag: string, kind: Kind, raw: unknown): unknown {
   const s = String(raw);
   switch (kind) {
     case 'int': {
-      const n = Number(s);
-      if (!Number.isInteger(n) || n < 0) throw new UsageError(`--${flag} expects a non-negative integer, got '${s}'`);
+      const n = /^\d+$/.test(s.trim()) ? Number(s) : NaN;
+      if (!Number.isSafeInteger(n)) throw new UsageError(`--${flag} expects a non-negative integer, got '${s}'`);
       return n;
     }
     case 'bool': {

@@ -148,9 +148,13 @@ function flatten(data: unknown, out: unknown[]): void {
 }
 
 /** Converts a JSON `data` value (flat or nested) into raw little-endian bytes. */
-export function jsonToRaw(dt: DataType, data: unknown, what: string): Buffer {
+export function jsonToRaw(dt: DataType, data: unknown, what: string, expectedCount?: number): Buffer {
   const flat: unknown[] = [];
   flatten(data, flat);
+  if (expectedCount !== undefined && flat.length !== expectedCount) {
+    // Triton's HTTP front-end words it so.
+    throw ServalError.invalidArg("Unable to parse 'data': Shape does not match true shape of 'data' field");
+  }
   if (dt === 'BYTES') {
     return joinBytes(
       flat.map((v) => {

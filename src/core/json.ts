@@ -2,11 +2,17 @@
 // written as bare digits instead of being rounded through a double.
 import { ExactInteger } from './datatypes.js';
 
-const MARK = '\u0000#';
-const MARKED = /"\\u0000#(-?[\d.]+)"/g;
+/**
+ * Numbers that JSON.stringify/JSON.parse cannot carry exactly travel as marked strings. The
+ * marker holds a fresh random nonce per call, so no string a client sends can pass for one.
+ */
+function nonce(): string {
+  return Math.random().toString(36).slice(2, 12);
+}
 
 export function encodeJson(value: unknown): string {
   let exact = false;
+  const MARK = `\u0000${nonce()}#`;
   const text = JSON.stringify(value, (_k, v: unknown) => {
     if (v instanceof ExactInteger) {
       exact = true;
@@ -23,7 +29,9 @@ export function encodeJson(value: unknown): string {
     }
     return v;
   });
-  return exact ? text.replace(MARKED, '$1') : text;
+  if (!exact) return text;
+  const marked = new RegExp(`"\\\\u0000${MARK.slice(1, -1)}#(-?[\\d.]+)"`, 'g');
+  return text.replace(marked, '$1');
 }
 
 const LONG_INTEGER = /\d{16}/;
@@ -35,6 +43,8 @@ const LONG_INTEGER = /\d{16}/;
  */
 export function parseJsonExact(text: string): unknown {
   if (!LONG_INTEGER.test(text)) return JSON.parse(text);
+  const tag = nonce();
+  const MARK = `\u0000${tag}#`;
   let out = '';
   let last = 0;
   let inString = false;
@@ -60,7 +70,7 @@ export function parseJsonExact(text: string): unknown {
         else break;
       }
       if (integer && j - i - (c === 45 ? 1 : 0) >= 16) {
-        out += text.slice(last, i) + '"\\u0000#' + text.slice(i, j) + '"';
+        out += text.slice(last, i) + '"\\u0000' + tag + '#' + text.slice(i, j) + '"';
         last = j;
       }
       i = j - 1;

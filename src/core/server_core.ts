@@ -35,6 +35,10 @@ export class InferenceCore {
     return this.options.strictReadiness ? this.repository.allReady() : true;
   }
 
+  isAccepting(): boolean {
+    return this.accepting;
+  }
+
   /** Shutdown begins: readiness goes false and new inferences are refused. */
   stopAccepting(): void {
     this.accepting = false;
@@ -123,7 +127,7 @@ function clientShape(out: ScheduledOutput, cfg: ModelOutput, batchSize: number):
 
 /** Classification extension: the top-k entries per batch item as "value:index[:label]" BYTES. */
 function classify(t: InferOutputTensor, k: number, batched: boolean, labels: string[] | undefined): InferOutputTensor {
-  if (t.datatype === 'BYTES') throw ServalError.invalidArg(`class result not available for output '${t.name}' due to unsupported type 'BYTES'`);
+  if (t.datatype === 'BYTES') throw ServalError.invalidArg("class result not available for output due to unsupported type 'BYTES'");
   const values = numericValues(t.datatype, t.data);
   const rows = batched ? t.shape[0]! : 1;
   const per = values.length / Math.max(1, rows);

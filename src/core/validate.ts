@@ -2,7 +2,8 @@
 // with Triton's error texts (clients and users grep for them), and turns it into the model's shapes.
 import type { ModelConfig, ModelInput } from '../config/types.js';
 import { modelDims } from '../config/model_config.js';
-import { countBytesElements, elementCount, elementSize, fromConfigType, isDataType, type DataType } from './datatypes.js';
+import { isUtf8 } from 'node:buffer';
+import { splitBytes, elementCount, elementSize, fromConfigType, isDataType, type DataType } from './datatypes.js';
 import { ServalError } from './errors.js';
 import type { InferRequest } from './types.js';
 import type { ScheduledInput } from '../scheduler/scheduler.js';
@@ -100,9 +101,23 @@ export function validateRequest(req: InferRequest, config: ModelConfig): Validat
     }
     const count = elementCount(inp.shape);
     if (expected === 'BYTES') {
-      const n = countBytesElements(inp.data, `${tag}input '${inp.name}'`);
-      if (n !== count) {
+      const elements = splitBytes(inp.data, `${tag}input '${inp.name}'`);
+      const n = elements.length;
+      if (n > count) {
+        // Triton stops reading at the first element too many and reports that count.
+        throw fail(`unexpected number of string elements ${count + 1} for inference input '${inp.name}' for model '${model}', expecting ${count}`);
+      }
+      if (n < count) {
         throw fail(`expected ${count} string elements for inference input '${inp.name}' for model '${model}', got ${n}`);
+      }
+      // ONNX Runtime's string tensors pass through JS strings, so bytes that are not UTF-8
+      // would come back altered; refuse them rather than return different data.
+      const broken = elements.findIndex((e) => !isUtf8(e));
+      if (broken >= 0) {
+        throw fail(
+          `inference input '${inp.name}' for model '${model}': BYTES element ${broken} is not valid UTF-8; ` +
+            `the onnxruntime backend of this server can only pass UTF-8 text through string tensors`,
+        );
       }
     } else {
       const want = count * elementSize(expected);

@@ -47,12 +47,15 @@ async function versionFolders(dir: string): Promise<number[]> {
   return out.sort((a, b) => a - b);
 }
 
-/** Which of the available versions the policy serves. */
+/**
+ * Which of the available versions the policy serves. As in Triton, a `specific` version without
+ * a folder is skipped (and reported by the caller), not loaded as a failure.
+ */
 export function selectVersions(config: ModelConfig, available: number[]): number[] {
   const policy = config.version_policy ?? { latest: { num_versions: 1 } };
   if (policy.all) return [...available];
   if (policy.specific) {
-    return [...(policy.specific.versions ?? [])].sort((a, b) => a - b);
+    return [...(policy.specific.versions ?? [])].filter((v) => available.includes(v)).sort((a, b) => a - b);
   }
   const n = policy.latest?.num_versions ?? 1;
   return available.slice(Math.max(0, available.length - n));
@@ -128,6 +131,9 @@ export class ModelRepository {
       return;
     }
     const wanted = selectVersions(entry.config, available);
+    for (const v of entry.config.version_policy?.specific?.versions ?? []) {
+      if (!available.includes(v)) this.log.error('model version not found', { model: name, version: v, dir });
+    }
     if (wanted.length === 0) {
       entry.reason = `model '${name}' has no version folder to serve in ${dir}`;
       this.log.error('model load failed', { model: name, reason: entry.reason });
@@ -137,11 +143,6 @@ export class ModelRepository {
       wanted.map(async (v) => {
         const ve: VersionEntry = { version: v, state: 'LOADING', reason: '' };
         entry.versions.set(v, ve);
-        if (!available.includes(v)) {
-          ve.state = 'UNAVAILABLE';
-          ve.reason = `version folder ${v} not found in ${dir}`;
-          return;
-        }
         try {
           // Each version gets its own copy of the config; instances never share mutable state.
           ve.loaded = await ModelVersion.load(structuredClone(entry.config!), dir, v);

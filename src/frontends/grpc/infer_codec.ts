@@ -74,7 +74,7 @@ export function toGrpcParams(p: Params | undefined): Record<string, GrpcInferPar
   for (const [k, v] of Object.entries(p ?? {})) {
     if (typeof v === 'boolean') out[k] = { bool_param: v };
     else if (typeof v === 'string') out[k] = { string_param: v };
-    else if (typeof v === 'bigint') out[k] = { int64_param: v.toString() };
+    else if (typeof v === 'bigint') out[k] = v >= 1n << 63n ? { uint64_param: v.toString() } : { int64_param: v.toString() };
     else if (Number.isInteger(v)) out[k] = { int64_param: v };
     else out[k] = { double_param: v };
   }

@@ -17,7 +17,8 @@ function loadDefinitions(): grpc.GrpcObject {
   const def = protoLoader.loadSync(['grpc_service.proto', 'health.proto'], {
     includeDirs: [protoDir()],
     keepCase: true,
-    longs: Number,
+    // 64-bit values stay strings so INT64/UINT64 contents and parameters are exact.
+    longs: String,
     enums: String,
     defaults: true,
     oneofs: true,

@@ -1,6 +1,6 @@
 // KServe v2 REST inference bodies ⇄ core requests/responses, including Triton's binary tensor
 // data extension: a JSON header of `Inference-Header-Content-Length` bytes, then raw tensors.
-import { isDataType, jsonToRaw, rawToJson } from '../../core/datatypes.js';
+import { elementCount, isDataType, jsonToRaw, rawToJson } from '../../core/datatypes.js';
 import { ServalError } from '../../core/errors.js';
 import { encodeJson, parseJsonExact } from '../../core/json.js';
 import type { InferRequest, InferResponse, Params, ParamValue, RequestedOutput } from '../../core/types.js';
@@ -98,7 +98,7 @@ export function decodeInferRequest(
       if (datatype === 'FP16') {
         throw bad(`receiving FP16 data via JSON is not supported. Please use the binary data format for input ${name}`);
       }
-      data = jsonToRaw(datatype, raw.data, where);
+      data = jsonToRaw(datatype, raw.data, where, elementCount(shape as number[]));
     }
     return { name, datatype, shape: shape as number[], data, parameters: p };
   });

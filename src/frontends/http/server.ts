@@ -38,10 +38,18 @@ async function decompress(req: FastifyRequest, body: Buffer): Promise<Buffer> {
 }
 
 /** Picks gzip or deflate when the client accepts it (tritonclient's response compression). */
-function acceptedEncoding(req: FastifyRequest): 'gzip' | 'deflate' | undefined {
-  const accept = String(req.headers['accept-encoding'] ?? '').toLowerCase();
-  if (/\bgzip\b/.test(accept)) return 'gzip';
-  if (/\bdeflate\b/.test(accept)) return 'deflate';
+export function acceptedEncoding(header: string | string[] | undefined): 'gzip' | 'deflate' | undefined {
+  const accepted = new Map<string, number>();
+  for (const part of String(header ?? '').toLowerCase().split(',')) {
+    const [coding, ...params] = part.split(';').map((s) => s.trim());
+    if (!coding) continue;
+    const q = params.find((p) => p.startsWith('q='));
+    accepted.set(coding, q ? Number(q.slice(2)) || 0 : 1);
+  }
+  const gz = accepted.get('gzip') ?? 0;
+  const df = accepted.get('deflate') ?? 0;
+  if (gz > 0 && gz >= df) return 'gzip';
+  if (df > 0) return 'deflate';
   return undefined;
 }
 
@@ -65,6 +73,13 @@ export function buildHttpServer(core: InferenceCore, log: Logger, opts: HttpOpti
   });
   app.setNotFoundHandler((req, reply) => {
     reply.code(404).header('content-type', 'application/json').send(encodeJson({ error: `no route for ${req.method} ${req.url}` }));
+  });
+
+  // While shutting down, responses close their keep-alive connections so the server can exit
+  // as soon as in-flight requests have answered.
+  app.addHook('onSend', (_req, reply, payload, done) => {
+    if (!core.isAccepting()) reply.header('connection', 'close');
+    done(null, payload);
   });
 
   const json = (reply: FastifyReply, body: unknown): FastifyReply =>
@@ -112,17 +127,16 @@ export function buildHttpServer(core: InferenceCore, log: Logger, opts: HttpOpti
   app.get('/v2/models/:model/versions/:version/config', config);
 
   const infer = async (req: FastifyRequest<{ Params: ModelParams }>, reply: FastifyReply) => {
+    // A client that disconnects while its request is decoded or queued cancels it.
+    const abort = new AbortController();
+    reply.raw.once('close', () => {
+      if (!reply.raw.writableFinished) abort.abort();
+    });
     try {
       const raw = await decompress(req, (req.body as Buffer | undefined) ?? Buffer.alloc(0));
       const hdr = req.headers['inference-header-content-length'];
       const headerLength = hdr === undefined ? undefined : Number(hdr);
       const decoded = decodeInferRequest(raw, headerLength, req.params.model, req.params.version ?? '');
-      // A client that disconnects while its request is queued cancels it.
-      const abort = new AbortController();
-      const onClose = (): void => {
-        if (!reply.raw.writableFinished) abort.abort();
-      };
-      reply.raw.once('close', onClose);
       decoded.request.signal = abort.signal;
       const result = await core.infer(decoded.request);
       const encoded = encodeInferResponse(result, decoded);
@@ -132,7 +146,7 @@ export function buildHttpServer(core: InferenceCore, log: Logger, opts: HttpOpti
       } else {
         reply.header('content-type', 'application/json');
       }
-      const enc = acceptedEncoding(req);
+      const enc = acceptedEncoding(req.headers['accept-encoding']);
       if (enc) {
         body = enc === 'gzip' ? await gzip(body) : await deflate(body);
         reply.header('content-encoding', enc);

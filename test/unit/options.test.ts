@@ -1,0 +1,143 @@
+// src/options.ts: tritonserver-style flags and the YAML settings file.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { DEFAULTS, parseArgs, UsageError } from '../../src/options.js';
+
+const dir = mkdtempSync(path.join(os.tmpdir(), 'serval-options-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+let n = 0;
+function settings(yaml: string): string {
+  const f = path.join(dir, `settings-${n++}.yaml`);
+  writeFileSync(f, yaml);
+  return f;
+}
+
+function usageError(argv: string[]): string {
+  try {
+    parseArgs(argv);
+  } catch (e) {
+    expect(e).toBeInstanceOf(UsageError);
+    return (e as Error).message;
+  }
+  throw new Error(`expected parseArgs(${JSON.stringify(argv)}) to fail`);
+}
+
+describe('flags', () => {
+  it('no flags: the defaults', () => {
+    expect(parseArgs([])).toEqual({ ...DEFAULTS, modelRepositories: [], help: false });
+    expect(DEFAULTS).toMatchObject({ httpPort: 8000, grpcPort: 8001, metricsPort: 8002, exitOnError: true, strictReadiness: true });
+  });
+
+  it('--flag value and --flag=value', () => {
+    const o = parseArgs(['--http-port', '9000', '--grpc-port=9001', '--metrics-port', '0', '--id=my-server', '--http-address', '127.0.0.1']);
+    expect(o).toMatchObject({ httpPort: 9000, grpcPort: 9001, metricsPort: 0, id: 'my-server', httpAddress: '127.0.0.1' });
+  });
+
+  it('a value may itself contain "="', () => {
+    expect(parseArgs(['--id=a=b']).id).toBe('a=b');
+  });
+
+  it('model repositories accumulate; --model-store is an alias', () => {
+    expect(parseArgs(['--model-repository', '/a', '--model-repository=/b', '--model-store', '/c']).modelRepositories).toEqual(['/a', '/b', '/c']);
+  });
+
+  it('booleans: bare flag means true; true/false, 1/0, yes/no, on/off in either form', () => {
+    expect(parseArgs(['--strict-readiness']).strictReadiness).toBe(true);
+    expect(parseArgs(['--exit-on-error', '--http-port', '5']).exitOnError).toBe(true);
+    for (const [v, want] of [['false', false], ['0', false], ['no', false], ['off', false], ['true', true], ['1', true], ['YES', true], ['On', true]] as const) {
+      expect(parseArgs([`--allow-grpc=${v}`]).allowGrpc, v).toBe(want);
+      expect(parseArgs(['--allow-metrics', v]).allowMetrics, v).toBe(want);
+    }
+    expect(parseArgs(['--strict-readiness=false', '--exit-on-error', 'false'])).toMatchObject({ strictReadiness: false, exitOnError: false });
+  });
+
+  it('the last occurrence of a flag wins', () => {
+    expect(parseArgs(['--http-port', '1', '--http-port', '2']).httpPort).toBe(2);
+  });
+
+  it('--help and -h', () => {
+    expect(parseArgs(['--help']).help).toBe(true);
+    expect(parseArgs(['-h', '--http-port', '3']).help).toBe(true);
+  });
+
+  it('rejects unknown flags, positional arguments and missing values', () => {
+    expect(usageError(['--bogus', '1'])).toBe('unknown option --bogus (see --help)');
+    expect(usageError(['--bogus=1'])).toBe('unknown option --bogus (see --help)');
+    expect(usageError(['model_repository'])).toBe("unexpected argument 'model_repository'");
+    expect(usageError(['-p', '8000'])).toBe("unexpected argument '-p'");
+    expect(usageError(['--id'])).toBe('--id needs a value');
+  });
+
+  it('rejects integers that are not non-negative integers', () => {
+    for (const v of ['abc', '-1', '1.5', '8000x']) {
+      expect(usageError(['--http-port', v])).toBe(`--http-port expects a non-negative integer, got '${v}'`);
+    }
+  });
+
+  it('rejects an empty integer value instead of reading it as 0', () => {
+    expect(usageError(['--http-port='])).toBe("--http-port expects a non-negative integer, got ''");
+    expect(usageError(['--grpc-port', ' '])).toBe("--grpc-port expects a non-negative integer, got ' '");
+  });
+
+  it('rejects booleans it cannot read', () => {
+    expect(usageError(['--strict-readiness=maybe'])).toBe("--strict-readiness expects true or false, got 'maybe'");
+  });
+});
+
+describe('YAML settings file (--config-file)', () => {
+  it('uses the flag names as keys, with YAML types', () => {
+    const f = settings(`
+model-repository: [/models/a, /models/b]
+http-port: 7000
+strict-readiness: false
+log-verbose: 2
+id: from-yaml
+http-max-input-size: 1048576
+`);
+    const o = parseArgs(['--config-file', f]);
+    expect(o).toMatchObject({
+      modelRepositories: ['/models/a', '/models/b'],
+      httpPort: 7000,
+      strictReadiness: false,
+      logVerbose: 2,
+      id: 'from-yaml',
+      httpMaxInputSize: 1048576,
+    });
+    expect(o.grpcPort).toBe(DEFAULTS.grpcPort);
+  });
+
+  it('a single repository may be a plain string; --config-file=path works too', () => {
+    expect(parseArgs([`--config-file=${settings('model-repository: /one\n')}`]).modelRepositories).toEqual(['/one']);
+  });
+
+  it('command-line flags win over the file, wherever they appear', () => {
+    const f = settings('http-port: 7000\ngrpc-port: 7001\nallow-metrics: false\n');
+    const o = parseArgs(['--http-port', '9000', '--config-file', f, '--allow-metrics=true']);
+    expect(o).toMatchObject({ httpPort: 9000, grpcPort: 7001, allowMetrics: true });
+  });
+
+  it('repositories on the command line replace those of the file', () => {
+    const f = settings('model-repository: [/from/file]\n');
+    expect(parseArgs(['--config-file', f, '--model-repository', '/from/cli']).modelRepositories).toEqual(['/from/cli']);
+    expect(parseArgs(['--config-file', f]).modelRepositories).toEqual(['/from/file']);
+  });
+
+  it('an empty file changes nothing', () => {
+    expect(parseArgs(['--config-file', settings('')])).toEqual({ ...DEFAULTS, modelRepositories: [], help: false });
+  });
+
+  it('rejects unknown keys, bad values, non-mappings, unreadable files and bad YAML', () => {
+    expect(usageError(['--config-file', settings('no-such-option: 1\n')])).toBe('unknown option --no-such-option (see --help)');
+    expect(usageError(['--config-file', settings('http-port: -5\n')])).toBe("--http-port expects a non-negative integer, got '-5'");
+    expect(usageError(['--config-file', settings('strict-readiness: sometimes\n')])).toBe(
+      "--strict-readiness expects true or false, got 'sometimes'",
+    );
+    const list = settings('- http-port\n- 5\n');
+    expect(usageError(['--config-file', list])).toBe(`settings file '${list}' must be a mapping of option names to values`);
+    const missing = path.join(dir, 'missing.yaml');
+    expect(usageError(['--config-file', missing])).toMatch(new RegExp(`^cannot read settings file '${missing.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}': `));
+    expect(usageError(['--config-file', settings('http-port: [1\n')])).toMatch(/^cannot read settings file/);
+  });
+});

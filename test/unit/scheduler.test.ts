@@ -1,0 +1,508 @@
+// src/scheduler/scheduler.ts with fake model instances: Triton's default scheduler, the dynamic
+// batcher (max_batch_size, preferred sizes, queue delay, shape compatibility), scatter of the
+// results, cancellation, failures and statistics.
+import { afterEach, describe, expect, it } from 'vitest';
+import type { ExecOutput, ExecRequest, ExecResult, InstancePlacement, ModelInstance } from '../../src/backends/backend.js';
+import { ServalError } from '../../src/core/errors.js';
+import { assemble, scatter, Scheduler, type BatchingPolicy, type ScheduledOutput, type SchedulerRequest } from '../../src/scheduler/scheduler.js';
+import { ModelStats } from '../../src/stats/model_stats.js';
+
+// ---------------------------------------------------------------------------------------------
+// A fake instance of a model with input X (INT32 [batch, ...]) and outputs
+//   Y = 2 * X (INT32, same shape)      S = String(X) per element (BYTES, same shape)
+
+interface Execution {
+  instance: string;
+  dims: number[];
+  x: number[];
+  outputs: string[];
+}
+
+class FakeInstance implements ModelInstance {
+  readonly placement: InstancePlacement;
+  private gate: (() => void)[] = [];
+  manual = false;
+  fail: Error | undefined;
+
+  constructor(name: string, private readonly log: Execution[]) {
+    this.placement = { name, kind: 'KIND_CPU', deviceId: -1 };
+  }
+
+  /** Lets the oldest held execution finish (manual mode). */
+  release(): void {
+    this.gate.shift()?.();
+  }
+  get held(): number {
+    return this.gate.length;
+  }
+
+  async execute(req: ExecRequest): Promise<ExecResult> {
+    const slot = req.inputs[0]!;
+    const view = new Int32Array(req.buffer, slot.offset, slot.byteLength / 4);
+    const x = Array.from(view);
+    this.log.push({ instance: this.placement.name, dims: slot.dims, x, outputs: [...req.outputs] });
+    if (this.manual) await new Promise<void>((r) => this.gate.push(r));
+    else await Promise.resolve();
+    if (this.fail) throw this.fail;
+    const outputs: ExecOutput[] = [];
+    for (const name of req.outputs) {
+      if (name === 'Y') {
+        const y = Int32Array.from(x, (v) => 2 * v);
+        outputs.push({ name, datatype: 'INT32', dims: slot.dims, buffer: y.buffer, offset: 0, byteLength: y.byteLength });
+      } else {
+        const s = bytesOf(x.map(String));
+        const buffer = s.buffer.slice(s.byteOffset, s.byteOffset + s.byteLength) as ArrayBuffer;
+        outputs.push({ name, datatype: 'BYTES', dims: slot.dims, buffer, offset: 0, byteLength: s.byteLength });
+      }
+    }
+    return { outputs, computeInputNs: 10, computeInferNs: 1000, computeOutputNs: 20 };
+  }
+
+  async close(): Promise<void> {}
+}
+
+function bytesOf(strings: string[]): Buffer {
+  return Buffer.concat(strings.flatMap((s) => {
+    const n = Buffer.alloc(4);
+    n.writeUInt32LE(Buffer.byteLength(s));
+    return [n, Buffer.from(s)];
+  }));
+}
+
+function stringsOf(u: Uint8Array): string[] {
+  const b = Buffer.from(u.buffer, u.byteOffset, u.byteLength);
+  const out: string[] = [];
+  for (let o = 0; o < b.byteLength; ) {
+    const n = b.readUInt32LE(o);
+    out.push(b.toString('utf8', o + 4, o + 4 + n));
+    o += 4 + n;
+  }
+  return out;
+}
+
+const int32s = (u: Uint8Array): number[] => Array.from(new Int32Array(u.buffer.slice(u.byteOffset, u.byteOffset + u.byteLength)));
+
+let nextValue = 1;
+/** A request with unique values: `batch` rows of `width` elements (batch 0 = no batching). */
+function req(batch: number, width = 2, opts: { outputs?: string[]; signal?: AbortSignal } = {}): SchedulerRequest & { x: number[] } {
+  const rows = Math.max(batch, 1);
+  const x = Array.from({ length: rows * width }, () => nextValue++);
+  return {
+    batchSize: batch,
+    inputs: [{ name: 'X', datatype: 'INT32', shape: batch ? [batch, width] : [width], data: new Uint8Array(Int32Array.from(x).buffer) }],
+    outputs: opts.outputs ?? ['Y', 'S'],
+    requestStartNs: process.hrtime.bigint(),
+    signal: opts.signal,
+    x,
+  };
+}
+
+function setup(policy: Partial<BatchingPolicy>, instances = 1, manual = false) {
+  const log: Execution[] = [];
+  const inst = Array.from({ length: instances }, (_, i) => {
+    const f = new FakeInstance(`fake_${i}`, log);
+    f.manual = manual;
+    return f;
+  });
+  const stats = new ModelStats();
+  const sched = new Scheduler(inst, { maxBatchSize: 8, dynamic: false, preferredBatchSizes: [], maxQueueDelayNs: 0, ...policy }, stats);
+  return { log, inst, stats, sched };
+}
+
+/** Every request got exactly its own rows: Y = 2x and S = String(x). */
+function expectOwnResult(r: ReturnType<typeof req>, out: ScheduledOutput[], width = 2): void {
+  const byName = Object.fromEntries(out.map((o) => [o.name, o]));
+  if (r.outputs.includes('Y')) {
+    expect(byName.Y!.shape).toEqual(r.batchSize ? [r.batchSize, width] : [width]);
+    expect(int32s(byName.Y!.data)).toEqual(r.x.map((v) => 2 * v));
+  }
+  if (r.outputs.includes('S')) {
+    expect(byName.S!.datatype).toBe('BYTES');
+    expect(stringsOf(byName.S!.data)).toEqual(r.x.map(String));
+  }
+  expect(out.map((o) => o.name).sort()).toEqual([...r.outputs].sort());
+}
+
+const tick = (ms = 0): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+afterEach(() => {
+  nextValue = 1;
+});
+
+// ---------------------------------------------------------------------------------------------
+
+describe('default scheduler (no dynamic batching)', () => {
+  it('runs each request alone, at most one per free instance', async () => {
+    const { log, inst, sched } = setup({}, 2, true);
+    const rs = [req(1), req(2), req(1), req(3), req(1)];
+    const ps = rs.map((r) => sched.enqueue(r));
+    await tick();
+    expect(log).toHaveLength(2);
+    expect(inst.map((i) => i.held)).toEqual([1, 1]);
+    inst[0]!.release();
+    await tick();
+    expect(log).toHaveLength(3);
+    // Drain everything.
+    while (log.length < 5 || inst.some((i) => i.held)) {
+      for (const i of inst) i.release();
+      await tick();
+    }
+    const outs = await Promise.all(ps);
+    outs.forEach((o, i) => expectOwnResult(rs[i]!, o));
+    // Every execution held exactly one request's rows, in arrival order.
+    expect(log.map((e) => e.x)).toEqual(rs.map((r) => r.x));
+    expect(log.map((e) => e.dims[0])).toEqual([1, 2, 1, 3, 1]);
+  });
+
+  it('with dynamic batching off, queued requests are never merged', async () => {
+    const { log, inst, sched } = setup({ dynamic: false }, 1, true);
+    const rs = [req(1), req(1), req(1)];
+    const ps = rs.map((r) => sched.enqueue(r));
+    for (let k = 0; k < 3; k++) {
+      await tick();
+      inst[0]!.release();
+    }
+    await Promise.all(ps);
+    expect(log.map((e) => e.dims[0])).toEqual([1, 1, 1]);
+  });
+
+  it('a model without batching (batch size 0) keeps its shapes', async () => {
+    const { sched, log } = setup({ maxBatchSize: 0 });
+    const r = req(0, 5);
+    expectOwnResult(r, await sched.enqueue(r), 5);
+    expect(log[0]!.dims).toEqual([5]);
+  });
+});
+
+describe('dynamic batching', () => {
+  it('merges requests queued behind a busy instance, up to max_batch_size, in arrival order', async () => {
+    const { log, inst, sched } = setup({ dynamic: true, maxBatchSize: 8 }, 1, true);
+    const first = req(1);
+    const p1 = sched.enqueue(first);
+    await tick();
+    expect(log).toHaveLength(1); // starts at once: the instance was idle and the delay is 0
+    const rs = [req(2), req(3), req(4), req(1)];
+    const ps = rs.map((r) => sched.enqueue(r));
+    await tick();
+    expect(log).toHaveLength(1);
+    inst[0]!.release(); // first done → the queue [2,3,4,1] becomes [2,3] (5; +4 would exceed 8)
+    await tick();
+    expect(log).toHaveLength(2);
+    expect(log[1]!.dims).toEqual([5, 2]);
+    expect(log[1]!.x).toEqual([...rs[0]!.x, ...rs[1]!.x]);
+    inst[0]!.release(); // → [4, 1] = 5
+    await tick();
+    expect(log[2]!.dims).toEqual([5, 2]);
+    expect(log[2]!.x).toEqual([...rs[2]!.x, ...rs[3]!.x]);
+    inst[0]!.release();
+    expectOwnResult(first, await p1);
+    (await Promise.all(ps)).forEach((o, i) => expectOwnResult(rs[i]!, o));
+  });
+
+  it('fills a batch exactly to max_batch_size', async () => {
+    const { log, inst, sched } = setup({ dynamic: true, maxBatchSize: 4 }, 1, true);
+    const blocker = sched.enqueue(req(1));
+    await tick();
+    const rs = [req(1), req(1), req(1), req(1), req(1)];
+    const ps = rs.map((r) => sched.enqueue(r));
+    inst[0]!.release();
+    await tick();
+    expect(log[1]!.dims[0]).toBe(4);
+    inst[0]!.release();
+    await tick();
+    expect(log[2]!.dims[0]).toBe(1);
+    inst[0]!.release();
+    await blocker;
+    (await Promise.all(ps)).forEach((o, i) => expectOwnResult(rs[i]!, o));
+  });
+
+  it('waits up to max_queue_delay for more requests, then runs what it has', async () => {
+    const { log, sched } = setup({ dynamic: true, maxBatchSize: 8, maxQueueDelayNs: 150e6 });
+    const t0 = performance.now();
+    const rs = [req(1), req(2)];
+    const ps = rs.map((r) => sched.enqueue(r));
+    await tick(60);
+    expect(log).toHaveLength(0);
+    const outs = await Promise.all(ps);
+    const waited = performance.now() - t0;
+    expect(waited).toBeGreaterThanOrEqual(140);
+    expect(waited).toBeLessThan(1000);
+    expect(log).toHaveLength(1);
+    expect(log[0]!.dims).toEqual([3, 2]);
+    outs.forEach((o, i) => expectOwnResult(rs[i]!, o));
+  });
+
+  it('goes at once when a preferred batch size is reached, without waiting for the delay', async () => {
+    const { log, sched } = setup({ dynamic: true, maxBatchSize: 8, preferredBatchSizes: [4], maxQueueDelayNs: 10e9 });
+    const rs = [req(1), req(2)];
+    const ps = rs.map((r) => sched.enqueue(r));
+    await tick(30);
+    expect(log).toHaveLength(0); // 3 is not preferred: keep waiting
+    const last = req(1);
+    const t0 = performance.now();
+    const pl = sched.enqueue(last);
+    const outs = await Promise.all([...ps, pl]);
+    expect(performance.now() - t0).toBeLessThan(500);
+    expect(log).toHaveLength(1);
+    expect(log[0]!.dims[0]).toBe(4);
+    outs.forEach((o, i) => expectOwnResult([...rs, last][i]!, o));
+  });
+
+  it('picks the largest preferred size reachable with whole requests', async () => {
+    const { log, inst, sched } = setup({ dynamic: true, maxBatchSize: 8, preferredBatchSizes: [2, 4, 6], maxQueueDelayNs: 10e9 }, 1, true);
+    const blocker = req(2); // 2 is preferred: runs at once
+    const pb = sched.enqueue(blocker);
+    await tick();
+    expect(log[0]!.dims[0]).toBe(2);
+    const rs = [req(1), req(1), req(3), req(2)]; // prefix sums 1,2,5,7: 2 is the only preferred one
+    const ps = rs.map((r) => sched.enqueue(r));
+    inst[0]!.release();
+    await tick();
+    expect(log[1]!.dims[0]).toBe(2);
+    expect(log[1]!.x).toEqual([...rs[0]!.x, ...rs[1]!.x]);
+    inst[0]!.release(); // then [3, 2]: sums 3, 5 — none preferred, wait for the delay…
+    await tick(20);
+    expect(log).toHaveLength(2);
+    const extra = req(1); // …until 3+2+1 = 6 is preferred
+    const pe = sched.enqueue(extra);
+    await tick();
+    expect(log[2]!.dims[0]).toBe(6);
+    inst[0]!.release();
+    await pb;
+    (await Promise.all([...ps, pe])).forEach((o, i) => expectOwnResult([...rs, extra][i]!, o));
+  });
+
+  it('never merges requests whose non-batch shapes differ', async () => {
+    const { log, inst, sched } = setup({ dynamic: true, maxBatchSize: 8 }, 1, true);
+    const blocker = sched.enqueue(req(1, 3));
+    await tick();
+    const rs = [req(1, 3), req(2, 5), req(1, 3), req(1, 5), req(1, 7)];
+    const ps = rs.map((r) => sched.enqueue(r));
+    for (let k = 0; k < 5; k++) {
+      inst[0]!.release();
+      await tick();
+    }
+    await blocker;
+    const outs = await Promise.all(ps);
+    outs.forEach((o, i) => expectOwnResult(rs[i]!, o, rs[i]!.inputs[0]!.shape[1]));
+    // Every execution has one width only; same-width requests were merged.
+    const widths = log.slice(1).map((e) => [e.dims[0], e.dims[1]]);
+    expect(widths).toEqual([[2, 3], [3, 5], [1, 7]]);
+    for (const e of log) expect(e.x.length).toBe(e.dims[0]! * e.dims[1]!);
+  });
+
+  it('scatter gives each request its own BYTES rows even with variable-length strings', async () => {
+    const { inst, sched } = setup({ dynamic: true, maxBatchSize: 8 }, 1, true);
+    const blocker = sched.enqueue(req(1));
+    await tick();
+    nextValue = 7; // values 7..: mixed string lengths ("7", "10", "100", …)
+    const rs = [req(1, 3), req(2, 3), req(3, 3)];
+    rs[2]!.x.forEach((_, i, a) => (a[i] = 10 ** i));
+    rs[2]!.inputs[0]!.data = new Uint8Array(Int32Array.from(rs[2]!.x).buffer);
+    const ps = rs.map((r) => sched.enqueue(r));
+    inst[0]!.release();
+    await tick();
+    inst[0]!.release();
+    await blocker;
+    (await Promise.all(ps)).forEach((o, i) => expectOwnResult(rs[i]!, o, 3));
+  });
+
+  it('each request gets only the outputs it asked for, even in a shared batch', async () => {
+    const { log, inst, sched } = setup({ dynamic: true, maxBatchSize: 8 }, 1, true);
+    const blocker = sched.enqueue(req(1));
+    await tick();
+    const a = req(1, 2, { outputs: ['Y'] });
+    const b = req(1, 2, { outputs: ['S'] });
+    const ps = [sched.enqueue(a), sched.enqueue(b)];
+    inst[0]!.release();
+    await tick();
+    inst[0]!.release();
+    await blocker;
+    expect(log[1]!.outputs.sort()).toEqual(['S', 'Y']);
+    const [oa, ob] = await Promise.all(ps);
+    expectOwnResult(a, oa!);
+    expectOwnResult(b, ob!);
+  });
+
+  it('uses every instance: two instances run two batches at once', async () => {
+    const { log, inst, sched } = setup({ dynamic: true, maxBatchSize: 4 }, 2, true);
+    const ps = [req(1), req(1)].map((r) => sched.enqueue(r));
+    await tick();
+    expect(log.map((e) => e.instance).sort()).toEqual(['fake_0', 'fake_1']);
+    inst.forEach((i) => i.release());
+    await Promise.all(ps);
+  });
+});
+
+describe('cancellation', () => {
+  it('an aborted queued request is dropped: rejected with CANCELLED and never executed', async () => {
+    const { log, inst, sched, stats } = setup({ dynamic: true, maxBatchSize: 8 }, 1, true);
+    const running = req(1);
+    const p1 = sched.enqueue(running);
+    await tick();
+    const ac = new AbortController();
+    const victim = req(2, 2, { signal: ac.signal });
+    const keeper = req(1);
+    const pv = sched.enqueue(victim);
+    const pk = sched.enqueue(keeper);
+    expect(stats.pending).toBe(3);
+    ac.abort();
+    const err = await pv.then(() => undefined, (e: unknown) => e);
+    expect(err).toBeInstanceOf(ServalError);
+    expect((err as ServalError).code).toBe('CANCELLED');
+    expect(stats.pending).toBe(2);
+    inst[0]!.release();
+    await tick();
+    inst[0]!.release();
+    expectOwnResult(running, await p1);
+    expectOwnResult(keeper, await pk);
+    expect(log.flatMap((e) => e.x)).toEqual([...running.x, ...keeper.x]);
+    expect(stats.failuresByReason.get('CANCELED')).toBe(1);
+    expect(stats.fail.count).toBe(1);
+    expect(stats.pending).toBe(0);
+  });
+
+  it('a request whose signal is already aborted is refused at once', async () => {
+    const { log, sched } = setup({});
+    const ac = new AbortController();
+    ac.abort();
+    await expect(sched.enqueue(req(1, 2, { signal: ac.signal }))).rejects.toMatchObject({ code: 'CANCELLED' });
+    expect(log).toHaveLength(0);
+  });
+
+  it('aborting a request that is already executing does not disturb it', async () => {
+    const { inst, sched } = setup({}, 1, true);
+    const ac = new AbortController();
+    const r = req(1, 2, { signal: ac.signal });
+    const p = sched.enqueue(r);
+    await tick();
+    ac.abort();
+    inst[0]!.release();
+    expectOwnResult(r, await p);
+  });
+});
+
+describe('failures and shutdown', () => {
+  it('an execution failure rejects every request of the batch and the next batch still runs', async () => {
+    const { inst, sched, stats } = setup({ dynamic: true, maxBatchSize: 8 }, 1, true);
+    const outcome = (p: Promise<unknown>) => p.then(() => 'resolved', (e: unknown) => e);
+    const blocker = outcome(sched.enqueue(req(1)));
+    await tick();
+    const ps = [req(1), req(2)].map((r) => outcome(sched.enqueue(r)));
+    inst[0]!.fail = new ServalError('INTERNAL', 'boom');
+    inst[0]!.release(); // the blocker fails
+    await tick();
+    inst[0]!.release(); // the batch of two fails
+    for (const e of await Promise.all([blocker, ...ps])) {
+      expect(e).toBeInstanceOf(ServalError);
+      expect(e).toMatchObject({ code: 'INTERNAL', message: 'boom' });
+    }
+    expect(stats.failuresByReason.get('BACKEND')).toBe(3);
+    inst[0]!.fail = undefined;
+    inst[0]!.manual = false;
+    const ok = req(1);
+    expectOwnResult(ok, await sched.enqueue(ok));
+    expect(stats.pending).toBe(0);
+  });
+
+  it('drain waits for queued and running requests, then refuses new ones', async () => {
+    const { inst, sched } = setup({ dynamic: true, maxBatchSize: 2 }, 1, true);
+    const rs = [req(1), req(2), req(1)];
+    const ps = rs.map((r) => sched.enqueue(r));
+    let drained = false;
+    const d = sched.drain().then(() => (drained = true));
+    for (let k = 0; k < 3; k++) {
+      await tick();
+      expect(drained).toBe(false);
+      inst[0]!.release();
+    }
+    await d;
+    (await Promise.all(ps)).forEach((o, i) => expectOwnResult(rs[i]!, o));
+    await expect(sched.enqueue(req(1))).rejects.toMatchObject({ code: 'UNAVAILABLE' });
+  });
+});
+
+describe('statistics', () => {
+  it('inference_count counts batch items, execution_count executions, batch stats per executed size', async () => {
+    const { inst, sched, stats } = setup({ dynamic: true, maxBatchSize: 8 }, 1, true);
+    const p0 = sched.enqueue(req(1)); // alone: size 1
+    await tick();
+    const ps = [req(2), req(3), req(4), req(1)].map((r) => sched.enqueue(r)); // batches 2+3 and 4+1
+    for (let k = 0; k < 3; k++) {
+      inst[0]!.release();
+      await tick();
+    }
+    await Promise.all([p0, ...ps]);
+    expect(stats.inferenceCount).toBe(1 + 2 + 3 + 4 + 1);
+    expect(stats.executionCount).toBe(3);
+    expect(stats.success.count).toBe(5);
+    expect(stats.queue.count).toBe(5);
+    expect(stats.computeInfer.count).toBe(5);
+    expect(stats.computeInfer.ns).toBe(5 * 1000);
+    expect([...stats.batches.values()].map((b) => [b.batch_size, b.compute_infer.count]).sort((a, b) => a[0]! - b[0]!)).toEqual([[1, 1], [5, 2]]);
+    const rows = [...stats.batches.values()].reduce((s, b) => s + b.batch_size * b.compute_infer.count, 0);
+    expect(rows).toBe(stats.inferenceCount);
+    expect(stats.pending).toBe(0);
+    expect(stats.fail.count).toBe(0);
+  });
+
+  it('a model without batching counts each request as 1 inference of batch size 1', async () => {
+    const { sched, stats } = setup({ maxBatchSize: 0 });
+    await Promise.all([req(0, 3), req(0, 3), req(0, 3)].map((r) => sched.enqueue(r)));
+    expect(stats.inferenceCount).toBe(3);
+    expect(stats.executionCount).toBe(3);
+    expect([...stats.batches.keys()]).toEqual([1]);
+  });
+});
+
+describe('assemble and scatter', () => {
+  it('assemble copies each input of every request into one buffer, 64-byte aligned per input', () => {
+    const mk = (x: number[], y: number[]): SchedulerRequest => ({
+      batchSize: 1,
+      inputs: [
+        { name: 'A', datatype: 'INT32', shape: [1, x.length], data: new Uint8Array(Int32Array.from(x).buffer) },
+        { name: 'B', datatype: 'INT32', shape: [1, y.length], data: new Uint8Array(Int32Array.from(y).buffer) },
+      ],
+      outputs: ['O'],
+      requestStartNs: 0n,
+    });
+    const e = assemble([mk([1, 2, 3], [7]), mk([4, 5, 6], [8])], 2);
+    expect(e.outputs).toEqual(['O']);
+    const [a, b] = e.inputs;
+    expect(a).toMatchObject({ name: 'A', dims: [2, 3], offset: 0, byteLength: 24 });
+    expect(b).toMatchObject({ name: 'B', dims: [2, 1], byteLength: 8 });
+    expect(b!.offset % 64).toBe(0);
+    expect(b!.offset).toBeGreaterThanOrEqual(24);
+    expect(Array.from(new Int32Array(e.buffer, a!.offset, 6))).toEqual([1, 2, 3, 4, 5, 6]);
+    expect(Array.from(new Int32Array(e.buffer, b!.offset, 2))).toEqual([7, 8]);
+  });
+
+  it('scatter splits numeric and BYTES outputs by batch sizes', () => {
+    const y = Int32Array.from([1, 2, 3, 4, 5, 6]);
+    const s = bytesOf(['a', 'bb', '', 'dddd', 'e', 'ff']);
+    const sbuf = s.buffer.slice(s.byteOffset, s.byteOffset + s.byteLength) as ArrayBuffer;
+    const per = scatter(
+      {
+        outputs: [
+          { name: 'Y', datatype: 'INT32', dims: [3, 2], buffer: y.buffer, offset: 0, byteLength: 24 },
+          { name: 'S', datatype: 'BYTES', dims: [3, 2], buffer: sbuf, offset: 0, byteLength: s.byteLength },
+        ],
+        computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0,
+      },
+      [1, 2],
+      true,
+    );
+    expect(per[0]!.map((o) => o.shape)).toEqual([[1, 2], [1, 2]]);
+    expect(int32s(per[0]![0]!.data)).toEqual([1, 2]);
+    expect(int32s(per[1]![0]!.data)).toEqual([3, 4, 5, 6]);
+    expect(stringsOf(per[0]![1]!.data)).toEqual(['a', 'bb']);
+    expect(stringsOf(per[1]![1]!.data)).toEqual(['', 'dddd', 'e', 'ff']);
+  });
+
+  it('scatter refuses an output whose batch dimension does not match the batch', () => {
+    const y = Int32Array.from([1, 2]);
+    expect(() =>
+      scatter({ outputs: [{ name: 'Y', datatype: 'INT32', dims: [2, 1], buffer: y.buffer, offset: 0, byteLength: 8 }], computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0 }, [1, 2], true),
+    ).toThrow("output 'Y' has batch dimension 2 but the batch held 3 items");
+  });
+});

@@ -1,0 +1,254 @@
+// src/core/validate.ts: request validation against the model config, with Triton's error texts
+// (core src/infer_request.cc Normalize() and the BYTES checks of the backends).
+import { describe, expect, it } from 'vitest';
+import type { ModelConfig } from '../../src/config/types.js';
+import { ServalError } from '../../src/core/errors.js';
+import type { InferInputTensor, InferRequest } from '../../src/core/types.js';
+import { validateRequest } from '../../src/core/validate.js';
+
+const NOTE =
+  'NOTE: Setting a non-zero max_batch_size in the model config requires a batch dimension to be prepended to each input shape. ' +
+  'If you want to specify the full shape including the batch dim in your input dims config, try setting max_batch_size to zero. ' +
+  'See the model configuration docs for more info on max_batch_size.';
+
+const i32 = (n: number): Buffer => Buffer.alloc(n * 4);
+const strings = (list: string[]): Buffer =>
+  Buffer.concat(list.flatMap((s) => {
+    const n = Buffer.alloc(4);
+    n.writeUInt32LE(Buffer.byteLength(s));
+    return [n, Buffer.from(s)];
+  }));
+
+/** Triton's "simple": two INT32 [16] inputs, two outputs, max_batch_size 8. */
+function simple(maxBatch = 8): ModelConfig {
+  return {
+    name: 'simple',
+    max_batch_size: maxBatch,
+    input: [
+      { name: 'INPUT0', data_type: 'TYPE_INT32', dims: [16] },
+      { name: 'INPUT1', data_type: 'TYPE_INT32', dims: [16] },
+    ],
+    output: [
+      { name: 'OUTPUT0', data_type: 'TYPE_INT32', dims: [16] },
+      { name: 'OUTPUT1', data_type: 'TYPE_INT32', dims: [16] },
+    ],
+  };
+}
+
+function input(name: string, shape: number[], data: Uint8Array = i32(shape.reduce((a, b) => a * b, 1)), datatype = 'INT32'): InferInputTensor {
+  return { name, datatype, shape, data };
+}
+
+function request(inputs: InferInputTensor[], extra: Partial<InferRequest> = {}): InferRequest {
+  return { modelName: 'simple', modelVersion: '', id: '', inputs, parameters: {}, ...extra };
+}
+
+const good = (batch = 1): InferInputTensor[] => [input('INPUT0', [batch, 16]), input('INPUT1', [batch, 16])];
+
+function validationError(req: InferRequest, config: ModelConfig): string {
+  try {
+    validateRequest(req, config);
+  } catch (e) {
+    expect(e).toBeInstanceOf(ServalError);
+    expect((e as ServalError).code).toBe('INVALID_ARG');
+    return (e as ServalError).message;
+  }
+  throw new Error('expected validateRequest to fail');
+}
+
+describe('valid requests', () => {
+  it('returns the batch size, the inputs in model order and every output by default', () => {
+    const [a, b] = good(3);
+    const v = validateRequest(request([b!, a!]), simple());
+    expect(v.batchSize).toBe(3);
+    expect(v.inputs.map((i) => [i.name, i.datatype, i.shape])).toEqual([['INPUT0', 'INT32', [3, 16]], ['INPUT1', 'INT32', [3, 16]]]);
+    expect(v.inputs[0]!.data).toBe(a!.data);
+    expect(v.outputs).toEqual(['OUTPUT0', 'OUTPUT1']);
+  });
+
+  it('keeps only the requested outputs', () => {
+    const v = validateRequest(request(good(), { outputs: [{ name: 'OUTPUT1' }] }), simple());
+    expect(v.outputs).toEqual(['OUTPUT1']);
+  });
+
+  it('a model without batching keeps the full shape and batch size 0', () => {
+    const cfg = simple(0);
+    const v = validateRequest(request([input('INPUT0', [16]), input('INPUT1', [16])]), cfg);
+    expect(v.batchSize).toBe(0);
+    expect(v.inputs[0]!.shape).toEqual([16]);
+  });
+
+  it('variable dims (-1) accept any size', () => {
+    const cfg: ModelConfig = {
+      name: 'id', max_batch_size: 8,
+      input: [{ name: 'X', data_type: 'TYPE_FP32', dims: [-1, 3] }],
+      output: [{ name: 'Y', data_type: 'TYPE_FP32', dims: [-1, 3] }],
+    };
+    for (const n of [0, 1, 7]) {
+      const v = validateRequest(request([{ name: 'X', datatype: 'FP32', shape: [2, n, 3], data: Buffer.alloc(2 * n * 3 * 4) }]), cfg);
+      expect(v.inputs[0]!.shape).toEqual([2, n, 3]);
+    }
+  });
+
+  it('reshape: the model gets the reshape shape, variable dims filled from the request', () => {
+    const cfg: ModelConfig = {
+      name: 'r', max_batch_size: 4,
+      input: [{ name: 'X', data_type: 'TYPE_INT32', dims: [-1, 6], reshape: { shape: [-1, 2, 3] } }],
+      output: [{ name: 'Y', data_type: 'TYPE_INT32', dims: [1] }],
+    };
+    const v = validateRequest(request([input('X', [2, 5, 6])]), cfg);
+    expect(v.inputs[0]!.shape).toEqual([2, 5, 2, 3]);
+  });
+
+  it('BYTES with the right element count', () => {
+    const cfg: ModelConfig = {
+      name: 's', max_batch_size: 2,
+      input: [{ name: 'S', data_type: 'TYPE_STRING', dims: [3] }],
+      output: [{ name: 'O', data_type: 'TYPE_STRING', dims: [3] }],
+    };
+    const v = validateRequest(request([input('S', [2, 3], strings(['a', '', 'c', 'dd', 'e', 'ü']), 'BYTES')]), cfg);
+    expect(v.inputs[0]!.datatype).toBe('BYTES');
+  });
+});
+
+describe("Triton's error texts", () => {
+  it('unknown input', () => {
+    expect(validationError(request([good()[0]!, input('INPUT7', [1, 16])]), simple())).toBe(
+      "[request id: <id_unknown>] unexpected inference input 'INPUT7' for model 'simple'",
+    );
+  });
+
+  it('unknown output', () => {
+    expect(validationError(request(good(), { outputs: [{ name: 'OUT' }] }), simple())).toBe(
+      "[request id: <id_unknown>] unexpected inference output 'OUT' for model 'simple'",
+    );
+  });
+
+  it('the request id goes into the prefix', () => {
+    expect(validationError(request(good(), { id: 'my-id', outputs: [{ name: 'OUT' }] }), simple())).toBe(
+      "[request id: my-id] unexpected inference output 'OUT' for model 'simple'",
+    );
+  });
+
+  it('missing input', () => {
+    expect(validationError(request([good()[1]!]), simple())).toBe(
+      "[request id: <id_unknown>] expected 2 inputs but got 1 inputs for model 'simple'. Got inputs ['INPUT1'], " +
+        "but missing required inputs ['INPUT0']. Please provide all required inputs.",
+    );
+    expect(validationError(request([]), simple())).toBe(
+      "[request id: <id_unknown>] expected 2 inputs but got 0 inputs for model 'simple'. Got inputs [], " +
+        "but missing required inputs ['INPUT0','INPUT1']. Please provide all required inputs.",
+    );
+  });
+
+  it('missing input of a model with optional inputs', () => {
+    const cfg = simple();
+    cfg.input!.push({ name: 'EXTRA', data_type: 'TYPE_INT32', dims: [16], optional: true });
+    expect(validationError(request([]), cfg)).toBe(
+      "[request id: <id_unknown>] expected number of inputs between 2 and 3 but got 0 inputs for model 'simple'. Got inputs [], " +
+        "but missing required inputs ['INPUT0','INPUT1']. Please provide all required inputs.",
+    );
+    // Leaving out only the optional one is fine.
+    expect(validateRequest(request(good()), cfg).inputs).toHaveLength(2);
+  });
+
+  it('wrong datatype', () => {
+    const [a, b] = good();
+    expect(validationError(request([{ ...a!, datatype: 'FP32' }, b!]), simple())).toBe(
+      "[request id: <id_unknown>] inference input 'INPUT0' data-type is 'FP32', but model 'simple' expects 'INT32'",
+    );
+    expect(validationError(request([{ ...a!, datatype: 'FLOAT' }, b!]), simple())).toBe(
+      "[request id: <id_unknown>] inference input 'INPUT0' has unknown data-type 'FLOAT'",
+    );
+  });
+
+  it('wrong shape, with the NOTE when the model batches', () => {
+    expect(validationError(request([input('INPUT0', [1, 8]), input('INPUT1', [1, 16])]), simple())).toBe(
+      `[request id: <id_unknown>] unexpected shape for input 'INPUT0' for model 'simple'. Expected [-1,16], got [1,8]. ${NOTE}`,
+    );
+    expect(validationError(request([input('INPUT0', [1, 16]), input('INPUT1', [1, 4, 4])]), simple())).toBe(
+      `[request id: <id_unknown>] unexpected shape for input 'INPUT1' for model 'simple'. Expected [-1,16], got [1,4,4]. ${NOTE}`,
+    );
+  });
+
+  it('wrong shape without the NOTE when the model does not batch', () => {
+    expect(validationError(request([input('INPUT0', [1, 16]), input('INPUT1', [16])]), simple(0))).toBe(
+      "[request id: <id_unknown>] unexpected shape for input 'INPUT0' for model 'simple'. Expected [16], got [1,16]. ",
+    );
+  });
+
+  it('batch larger than max_batch_size', () => {
+    expect(validationError(request(good(9)), simple())).toBe(
+      "[request id: <id_unknown>] inference request batch-size must be <= 8 for 'simple'",
+    );
+    expect(validateRequest(request(good(8)), simple()).batchSize).toBe(8);
+  });
+
+  it('batch sizes that differ between inputs', () => {
+    expect(validationError(request([input('INPUT0', [2, 16]), input('INPUT1', [3, 16])]), simple())).toMatch(
+      /^\[request id: <id_unknown>\] input 'INPUT\d' batch size does not match other inputs for 'simple'$/,
+    );
+  });
+
+  it('no shape at all on a batching model', () => {
+    expect(validationError(request([input('INPUT0', [], i32(1)), input('INPUT1', [1, 16])]), simple())).toBe(
+      "[request id: <id_unknown>] input 'INPUT0' has no shape but model requires batch dimension for 'simple'",
+    );
+  });
+
+  it('batch size 0 is rejected', () => {
+    expect(validationError(request([input('INPUT0', [0, 16]), input('INPUT1', [0, 16])]), simple())).toMatch(/batch-size must be >= 1/);
+  });
+
+  it('byte size mismatch', () => {
+    expect(validationError(request([input('INPUT0', [1, 16], i32(15)), input('INPUT1', [1, 16])]), simple())).toBe(
+      "[request id: <id_unknown>] input byte size mismatch for input 'INPUT0' for model 'simple'. Expected 64, got 60",
+    );
+    expect(validationError(request([input('INPUT0', [2, 16], i32(16)), input('INPUT1', [2, 16])]), simple())).toBe(
+      "[request id: <id_unknown>] input byte size mismatch for input 'INPUT0' for model 'simple'. Expected 128, got 64",
+    );
+  });
+
+  describe('BYTES element count', () => {
+    const cfg: ModelConfig = {
+      name: 'simple_string', max_batch_size: 8,
+      input: [{ name: 'INPUT0', data_type: 'TYPE_STRING', dims: [16] }],
+      output: [{ name: 'OUTPUT0', data_type: 'TYPE_STRING', dims: [16] }],
+    };
+    const n = (k: number) => strings(Array.from({ length: k }, (_, i) => String(i)));
+
+    it('too few elements', () => {
+      expect(validationError(request([input('INPUT0', [1, 16], n(14), 'BYTES')]), cfg)).toBe(
+        "[request id: <id_unknown>] expected 16 string elements for inference input 'INPUT0' for model 'simple_string', got 14",
+      );
+    });
+
+    it('too many elements (Triton counts up to the first extra one)', () => {
+      expect(validationError(request([input('INPUT0', [1, 16], n(18), 'BYTES')]), cfg)).toBe(
+        "[request id: <id_unknown>] unexpected number of string elements 17 for inference input 'INPUT0' for model 'simple_string', expecting 16",
+      );
+    });
+
+    it('malformed serialization', () => {
+      const bad = n(16);
+      bad.writeUInt32LE(0xffff, 0);
+      expect(validationError(request([input('INPUT0', [1, 16], bad, 'BYTES')]), cfg)).toMatch(/malformed BYTES data/);
+    });
+  });
+
+  it('an input or output given twice', () => {
+    expect(validationError(request([...good(), good()[0]!]), simple())).toBe("[request id: <id_unknown>] input 'INPUT0' is given more than once");
+    expect(validationError(request(good(), { outputs: [{ name: 'OUTPUT0' }, { name: 'OUTPUT0' }] }), simple())).toBe(
+      "[request id: <id_unknown>] output 'OUTPUT0' is requested more than once",
+    );
+  });
+
+  it('negative or fractional dimensions', () => {
+    const cfg: ModelConfig = {
+      name: 'id', max_batch_size: 0,
+      input: [{ name: 'X', data_type: 'TYPE_INT32', dims: [-1] }],
+      output: [{ name: 'Y', data_type: 'TYPE_INT32', dims: [-1] }],
+    };
+    expect(validationError(request([input('X', [-2], i32(0))]), cfg)).toMatch(/input 'X' has invalid dimension -2 in shape \[-2\]/);
+  });
+});

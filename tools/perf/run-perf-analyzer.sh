@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# Runs NVIDIA's official perf_analyzer against Serval the ways users do, over
+# gRPC and HTTP, with short measurement windows (about 2-3 minutes in all).
+#
+#   tools/perf/run-perf-analyzer.sh                # builds nothing; starts
+#                                                  # dist/src/cli.js itself
+#   SERVAL_URL_GRPC=host:8001 SERVAL_URL_HTTP=host:8000 tools/perf/run-perf-analyzer.sh
+#   tools/perf/run-perf-analyzer.sh -k simple_     # only runs whose name matches
+#
+# Needs the venv from tools/ci/setup-python.sh (it provides perf_analyzer) and,
+# unless a URL is given, a built server (npm run build).
+#
+# Every run's full output and CSV (-f) go to $PERF_LOG_DIR (default
+# tmp/perf/); a summary table is printed at the end. Exit status is non-zero
+# if any run fails (perf_analyzer exits 99 on errors, including a response
+# that does not match the validation_data in tools/perf/simple_input.json).
+#
+# Knobs (environment):
+#   PA_MEASUREMENT_INTERVAL  ms per measurement window          (default 1000)
+#   PA_STABILITY             -s stability threshold, percent    (default 50)
+#   PA_MAX_TRIALS            -r max windows per load level       (default 10)
+#   PA_STREAMING=1           also run --streaming (gRPC ModelStreamInfer)
+#   PA_RUN_TIMEOUT           seconds before a run is killed (default 120)
+#   PERF_ANALYZER            binary (default .venv/bin/perf_analyzer)
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=tools/ci/serval-server.sh
+source "$ROOT/tools/ci/serval-server.sh"
+
+FILTER=""
+if [[ "${1:-}" == "-k" && -n "${2:-}" ]]; then FILTER="$2"; fi
+
+PA="${PERF_ANALYZER:-$ROOT/.venv/bin/perf_analyzer}"
+LOG_DIR="${PERF_LOG_DIR:-$ROOT/tmp/perf}"
+INTERVAL="${PA_MEASUREMENT_INTERVAL:-1000}"
+STABILITY="${PA_STABILITY:-50}"
+TRIALS="${PA_MAX_TRIALS:-10}"
+INPUT_JSON="$ROOT/tools/perf/simple_input.json"
+
+if [[ ! -x "$PA" ]]; then
+  echo "run-perf-analyzer: $PA not found; run tools/ci/setup-python.sh first" >&2
+  exit 1
+fi
+mkdir -p "$LOG_DIR"
+rm -f "$LOG_DIR"/pa_*.log "$LOG_DIR"/pa_*.csv
+serval_ensure_server "$LOG_DIR" || exit 1
+EXTENSIONS="$(serval_extensions)"
+echo "run-perf-analyzer: $("$PA" --version 2>&1), server extensions: $(tr "\n" " " <<<"$EXTENSIONS")"
+if ! grep -qx statistics <<<"$EXTENSIONS" && [[ -n "$EXTENSIONS" ]]; then
+  echo "run-perf-analyzer: WARNING: server lacks the 'statistics' extension;" \
+    "perf_analyzer aborts (exit 99) at its first measurement when the statistics request fails." >&2
+fi
+
+COMMON=(-p "$INTERVAL" -s "$STABILITY" -r "$TRIALS")
+
+declare -a NAMES=() RCS=() SUMMARIES=() SECS=()
+FAILED=0
+
+run() { # run NAME PROTOCOL ARGS...
+  local name="$1" proto="$2"
+  shift 2
+  [[ -z "$FILTER" || "$name" == *"$FILTER"* ]] || return 0
+  local url
+  if [[ "$proto" == grpc ]]; then url="${SERVAL_URL_GRPC:-}"; else url="${SERVAL_URL_HTTP:-}"; fi
+  if [[ -z "$url" ]]; then
+    echo "-- $name: skipped (no $proto URL)"
+    return 0
+  fi
+  local log="$LOG_DIR/pa_${name}.log" csv="$LOG_DIR/pa_${name}.csv"
+  local cmd=("$PA" -u "$url" -i "$proto" "${COMMON[@]}" -f "$csv" "$@")
+  echo "-- $name: perf_analyzer -u $url -i $proto ${COMMON[*]} $*"
+  local t0=$SECONDS
+  { echo "# ${cmd[*]}"; timeout "${PA_RUN_TIMEOUT:-120}" "${cmd[@]}"; } >"$log" 2>&1
+  local rc=$?
+  if ((rc != 0)) && grep -q "Failed to obtain stable measurement" "$log"; then
+    # Noise on a busy 2-core box, not a server error: one retry with
+    # looser stability and more windows.
+    echo "   unstable measurement; retrying with -s 100 -r 20"
+    cmd=("$PA" -u "$url" -i "$proto" -p "$INTERVAL" -s 100 -r 20 -f "$csv" "$@")
+    { echo "# retry: ${cmd[*]}"; timeout "${PA_RUN_TIMEOUT:-120}" "${cmd[@]}"; } >>"$log" 2>&1
+    rc=$?
+  fi
+  local summary
+  summary="$(grep -E '^(Concurrency|Request Rate): .*throughput' "$log" | tr '\n' ';' | sed 's/;$//')"
+  [[ -z "$summary" ]] && summary="$(grep -vE '^\s*$' "$log" | tail -n 2 | tr '\n' ' ')"
+  NAMES+=("$name") RCS+=("$rc") SUMMARIES+=("$summary") SECS+=($((SECONDS - t0)))
+  if ((rc != 0)); then
+    FAILED=1
+    echo "   FAILED (exit $rc), last lines of $log:"
+    tail -n 15 "$log" | sed 's/^/   | /'
+  else
+    echo "   ok: $summary"
+  fi
+}
+
+for proto in grpc http; do
+  # Classic batch-1 and batched runs on Triton's 'simple' model.
+  run "${proto}_simple_b1_conc" "$proto" -m simple -b 1 --concurrency-range 1:8:3
+  run "${proto}_simple_b4" "$proto" -m simple -b 4 --concurrency-range 2
+  # Open-loop load at a fixed request rate, both distributions.
+  run "${proto}_simple_rate_poisson" "$proto" -m simple --request-rate-range 200 --request-distribution poisson
+  run "${proto}_simple_rate_constant" "$proto" -m simple --request-rate-range 200 --request-distribution constant
+  # Real data from a JSON file, with perf_analyzer validating every output.
+  run "${proto}_simple_input_json" "$proto" -m simple --input-data "$INPUT_JSON" --concurrency-range 2
+  # Variable-size input: --shape is required for dims [-1].
+  run "${proto}_identity_fp32_shape" "$proto" -m identity_fp32 -b 2 --shape INPUT0:1024 --concurrency-range 2
+  # BYTES tensors (simple_string parses its strings as integers).
+  run "${proto}_simple_string" "$proto" -m simple_string --string-data 7 --concurrency-range 1
+  # Dynamic batching models.
+  run "${proto}_ranker_mlp_b16" "$proto" -m ranker_mlp -b 16 --concurrency-range 4
+done
+# Async client mode at higher concurrency (gRPC) and larger tensors.
+run grpc_simple_async_c8 grpc -m simple -a --concurrency-range 8
+run grpc_image_classifier grpc -m image_classifier -b 1 --concurrency-range 2
+run grpc_simple_compressed grpc -m simple --grpc-compression-algorithm gzip --concurrency-range 2
+# HTTP with JSON tensors instead of the binary tensor extension.
+run http_simple_json_tensors http -m simple --input-tensor-format json --output-tensor-format json --concurrency-range 2
+if [[ "${PA_STREAMING:-0}" == 1 ]]; then
+  run grpc_simple_streaming grpc -m simple --streaming --concurrency-range 2
+fi
+if grep -qx system_shared_memory <<<"$EXTENSIONS"; then
+  run grpc_simple_shm grpc -m simple --shared-memory system --concurrency-range 2
+  run http_simple_shm http -m simple --shared-memory system --concurrency-range 2
+fi
+
+echo
+echo "perf_analyzer summary (logs in ${LOG_DIR#"$ROOT"/}/):"
+printf '  %-34s %-6s %5s  %s\n' RUN STATUS SECS RESULT
+for i in "${!NAMES[@]}"; do
+  status=ok
+  ((RCS[i] != 0)) && status="FAIL(${RCS[i]})"
+  printf '  %-34s %-6s %5s  %s\n' "${NAMES[i]}" "$status" "${SECS[i]}" "${SUMMARIES[i]:0:110}"
+done
+n_fail=0
+for rc in "${RCS[@]}"; do ((rc != 0)) && n_fail=$((n_fail + 1)); done
+echo "perf_analyzer: $(( ${#NAMES[@]} - n_fail )) passed, $n_fail failed"
+exit "$FAILED"
