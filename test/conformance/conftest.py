@@ -367,3 +367,18 @@ def pytest_configure(config):
         sys.stdout.reconfigure(line_buffering=True)
     except Exception:  # noqa: BLE001
         pass
+
+
+# One sync client per protocol, for tests parametrised over both (`protocol`, `client`).
+@pytest.fixture(params=["http", "grpc"])
+def protocol(request):
+    return request.param
+
+
+@pytest.fixture
+def client(protocol, server):
+    from serval_helpers import make_client
+
+    c = make_client(protocol, server)
+    yield c
+    c.close()

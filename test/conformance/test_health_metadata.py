@@ -29,18 +29,6 @@ CONFIG_TYPE = {
 }
 
 
-@pytest.fixture(params=PROTOCOLS)
-def protocol(request):
-    return request.param
-
-
-@pytest.fixture
-def client(protocol, server):
-    c = make_client(protocol, server)
-    yield c
-    c.close()
-
-
 def test_server_live_and_ready(client):
     assert client.is_server_live() is True
     assert client.is_server_ready() is True

@@ -28,18 +28,6 @@ from serval_helpers import (
 HTTP_MODES = [(True, True), (False, False), (True, False), (False, True)]
 
 
-@pytest.fixture(params=PROTOCOLS)
-def protocol(request):
-    return request.param
-
-
-@pytest.fixture
-def client(protocol, server):
-    c = make_client(protocol, server)
-    yield c
-    c.close()
-
-
 def _modes(protocol):
     return HTTP_MODES if protocol == "http" else [(True, True)]
 

@@ -6,57 +6,18 @@ import {
   isDataType, joinBytes, jsonToRaw, rawToJson, splitBytes, toConfigType, toOrtType, typedView, type DataType,
 } from '../../src/core/datatypes.js';
 import { ServalError } from '../../src/core/errors.js';
+import { SIZE, bytesRaw, halfToNumber, rawOf } from '../integration/helpers/tensors.js';
 import { encodeJson, parseJsonExact } from '../../src/core/json.js';
 
 // ---------------------------------------------------------------------------------------------
 // Independent helpers (never derived from the code under test).
 
-const SIZES: Record<Exclude<DataType, 'BYTES'>, number> = {
-  BOOL: 1, UINT8: 1, UINT16: 2, UINT32: 4, UINT64: 8, INT8: 1, INT16: 2, INT32: 4, INT64: 8, FP16: 2, FP32: 4, FP64: 8,
-};
+// Reference encoders written independently of src/core (shared with the integration tests).
+const SIZES = SIZE;
+const le = rawOf;
+const lengthPrefixed = bytesRaw;
 
-/** Little-endian bytes via Buffer's writers. FP16 values are given as 16-bit patterns. */
-function le(dt: Exclude<DataType, 'BYTES'>, values: readonly (number | bigint | boolean)[]): Buffer {
-  const b = Buffer.alloc(values.length * SIZES[dt]);
-  values.forEach((v, i) => {
-    const o = i * SIZES[dt];
-    switch (dt) {
-      case 'BOOL': b.writeUInt8(v ? 1 : 0, o); break;
-      case 'UINT8': b.writeUInt8(Number(v), o); break;
-      case 'UINT16': case 'FP16': b.writeUInt16LE(Number(v), o); break;
-      case 'UINT32': b.writeUInt32LE(Number(v), o); break;
-      case 'UINT64': b.writeBigUInt64LE(BigInt(v), o); break;
-      case 'INT8': b.writeInt8(Number(v), o); break;
-      case 'INT16': b.writeInt16LE(Number(v), o); break;
-      case 'INT32': b.writeInt32LE(Number(v), o); break;
-      case 'INT64': b.writeBigInt64LE(BigInt(v), o); break;
-      case 'FP32': b.writeFloatLE(Number(v), o); break;
-      case 'FP64': b.writeDoubleLE(Number(v), o); break;
-    }
-  });
-  return b;
-}
-
-function lengthPrefixed(elements: readonly (string | Uint8Array)[]): Buffer {
-  return Buffer.concat(
-    elements.flatMap((e) => {
-      const d = typeof e === 'string' ? Buffer.from(e) : Buffer.from(e);
-      const n = Buffer.alloc(4);
-      n.writeUInt32LE(d.byteLength);
-      return [n, d];
-    }),
-  );
-}
-
-/** IEEE 754 binary16 → number, from the definition. */
-function half(h: number): number {
-  const s = h & 0x8000 ? -1 : 1;
-  const e = (h >> 10) & 0x1f;
-  const m = h & 0x3ff;
-  if (e === 0) return s * m * 2 ** -24;
-  if (e === 31) return m ? NaN : s * Infinity;
-  return s * (1 + m / 1024) * 2 ** (e - 15);
-}
+const half = halfToNumber;
 
 function servalError(fn: () => unknown): ServalError {
   try {

@@ -53,23 +53,49 @@ export function acceptedEncoding(header: string | string[] | undefined): 'gzip' 
   return undefined;
 }
 
+/**
+ * Reads a request body into one Buffer. An oversized body is still read to its end (and
+ * discarded) before the 413 goes out: a client that is still sending would otherwise see a
+ * broken pipe instead of the error. Past a generous cap the connection is dropped.
+ */
+function readBody(stream: NodeJS.ReadableStream & { destroy(): void }, limit: number, done: (err: Error | null, body?: Buffer) => void): void {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  let finished = false;
+  const tooLarge = (): Error =>
+    Object.assign(new Error(`request body is larger than the limit of ${limit} bytes (--http-max-input-size)`), { statusCode: 413 });
+  const finish = (err: Error | null, body?: Buffer): void => {
+    if (finished) return;
+    finished = true;
+    done(err, body);
+  };
+  stream.on('data', (chunk: Buffer) => {
+    size += chunk.byteLength;
+    if (size <= limit) chunks.push(chunk);
+    else if (chunks.length) chunks.length = 0;
+    if (size > 4 * limit + 64 * 1024 * 1024) {
+      stream.destroy();
+      finish(tooLarge());
+    }
+  });
+  stream.on('end', () => finish(size > limit ? tooLarge() : null, size > limit ? undefined : Buffer.concat(chunks, size)));
+  stream.on('error', (e: Error) => finish(Object.assign(e, { statusCode: 400 })));
+}
+
 export function buildHttpServer(core: InferenceCore, log: Logger, opts: HttpOptions): FastifyInstance {
-  const app = Fastify({ logger: false, bodyLimit: opts.maxInputSize, keepAliveTimeout: 60_000 });
+  // bodyLimit is enforced by readBody; fastify's own check would answer before the body is read.
+  const app = Fastify({ logger: false, bodyLimit: Number.MAX_SAFE_INTEGER, keepAliveTimeout: 60_000 });
 
   // Bodies are parsed by the routes themselves (binary extension, compression).
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: opts.maxInputSize }, (_req, body, done) => done(null, body));
+  app.addContentTypeParser('*', (_req, payload, done) => readBody(payload, opts.maxInputSize, done));
 
   app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, _req, reply) => {
     if (err instanceof ServalError) return sendError(reply, err);
     // fastify's own errors (body too large, aborted upload): keep their status, Triton's error shape.
     const status = err.statusCode && err.statusCode >= 400 ? err.statusCode : 500;
     if (status >= 500) log.error('http request failed', { error: err.message });
-    const message =
-      err.code === 'FST_ERR_CTP_BODY_TOO_LARGE'
-        ? `request body is larger than the limit of ${opts.maxInputSize} bytes (--http-max-input-size)`
-        : err.message;
-    return reply.code(status).header('content-type', 'application/json').send(encodeJson({ error: message }));
+    return reply.code(status).header('content-type', 'application/json').send(encodeJson({ error: err.message }));
   });
   app.setNotFoundHandler((req, reply) => {
     reply.code(404).header('content-type', 'application/json').send(encodeJson({ error: `no route for ${req.method} ${req.url}` }));
