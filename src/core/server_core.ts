@@ -98,6 +98,8 @@ export class InferenceCore {
       inputs: v.inputs,
       outputs: v.outputs,
       requestStartNs,
+      priority: uintParam(req, 'priority'),
+      timeoutUs: uintParam(req, 'timeout'),
       signal: req.signal,
     });
     const byName = new Map(produced.map((o) => [o.name, o]));
@@ -113,6 +115,17 @@ export class InferenceCore {
     });
     return { modelName: mv.name, modelVersion: String(mv.version), id: req.id, outputs };
   }
+}
+
+/** A request parameter that must be a non-negative integer (Triton's `priority`, `timeout`). */
+function uintParam(req: InferRequest, key: string): number {
+  const v = req.parameters[key];
+  if (v === undefined) return 0;
+  const n = typeof v === 'bigint' ? Number(v) : v;
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < 0) {
+    throw ServalError.invalidArg(`request parameter '${key}' must be a non-negative integer, got ${JSON.stringify(String(v))}`);
+  }
+  return n;
 }
 
 /** Undo an output `reshape`: clients see the config's `dims` (after the batch dimension). */

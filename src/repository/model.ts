@@ -8,6 +8,7 @@ import { validateAgainstModel } from '../config/model_config.js';
 import type { ModelConfig } from '../config/types.js';
 import { ServalError } from '../core/errors.js';
 import { Scheduler } from '../scheduler/scheduler.js';
+import { batchingPolicy } from '../scheduler/policy.js';
 import { ModelStats } from '../stats/model_stats.js';
 
 export type ModelState = 'READY' | 'UNAVAILABLE' | 'LOADING' | 'UNLOADING';
@@ -61,18 +62,8 @@ export class ModelVersion {
         });
         labels.set(out.name!, text.split(/\r?\n/).filter((l, i, all) => l !== '' || i < all.length - 1));
       }
-      const db = config.dynamic_batching;
       const stats = new ModelStats();
-      const scheduler = new Scheduler(
-        instances,
-        {
-          maxBatchSize: config.max_batch_size!,
-          dynamic: db !== undefined,
-          preferredBatchSizes: db?.preferred_batch_size ?? [],
-          maxQueueDelayNs: Number(db?.max_queue_delay_microseconds ?? 0) * 1000,
-        },
-        stats,
-      );
+      const scheduler = new Scheduler(instances, batchingPolicy(config), stats);
       const mv = new ModelVersion(name, version, config, instances, scheduler, stats);
       for (const [k, v] of labels) mv.labels.set(k, v);
       return mv;

@@ -4,7 +4,8 @@
 import { elementCount, type DataType } from '../core/datatypes.js';
 import { ServalError, asServalError } from '../core/errors.js';
 import type { ExecRequest, ExecResult, ModelInstance, TensorSlot } from '../backends/backend.js';
-import type { ModelStats, RequestTiming } from '../stats/model_stats.js';
+import type { FailureReason, ModelStats, RequestTiming } from '../stats/model_stats.js';
+import { PriorityQueue, type Entry, type QueueConfig } from './queue.js';
 
 /** A validated request as the scheduler sees it: tensors already in the model's shapes. */
 export interface ScheduledInput {
@@ -28,6 +29,10 @@ export interface SchedulerRequest {
   inputs: ScheduledInput[];
   outputs: string[];
   requestStartNs: bigint;
+  /** Request parameter `priority` (0 = the model's default level). */
+  priority?: number;
+  /** Request parameter `timeout`, in microseconds (0 = none). */
+  timeoutUs?: number;
   signal?: AbortSignal;
 }
 
@@ -36,9 +41,11 @@ export interface BatchingPolicy {
   dynamic: boolean;
   preferredBatchSizes: number[];
   maxQueueDelayNs: number;
+  preserveOrdering: boolean;
+  queue: QueueConfig;
 }
 
-interface Queued {
+interface Queued extends Entry {
   req: SchedulerRequest;
   /** Shapes without the batch dimension; requests batch together only when these match. */
   key: string;
@@ -46,13 +53,19 @@ interface Queued {
   resolve: (o: ScheduledOutput[]) => void;
   reject: (e: ServalError) => void;
   onAbort?: () => void;
+  /** Arrival order, for preserve_ordering. */
+  seq: number;
 }
 
 const now = (): bigint => process.hrtime.bigint();
 const ALIGN = 64;
 
 export class Scheduler {
-  private readonly queue: Queued[] = [];
+  private readonly queue: PriorityQueue<Queued>;
+  private nextSeq = 0;
+  /** preserve_ordering: settlements waiting for earlier requests, by seq. */
+  private readonly held = new Map<number, () => void>();
+  private releaseSeq = 0;
   private readonly idle: ModelInstance[];
   private timer: NodeJS.Timeout | undefined;
   private timerAt = 0n;
@@ -65,6 +78,7 @@ export class Scheduler {
     private readonly stats: ModelStats,
   ) {
     this.idle = [...instances];
+    this.queue = new PriorityQueue<Queued>(policy.queue);
   }
 
   enqueue(req: SchedulerRequest): Promise<ScheduledOutput[]> {
@@ -74,8 +88,12 @@ export class Scheduler {
         req,
         key: req.inputs.map((i) => `${i.name}:${i.shape.slice(req.batchSize ? 1 : 0).join(',')}`).join(';'),
         queueStartNs: now(),
-        resolve,
-        reject,
+        resolve: (o) => this.settle(item, () => resolve(o)),
+        reject: (e) => this.settle(item, () => reject(e)),
+        priority: req.priority ?? 0,
+        timeoutUs: req.timeoutUs ?? 0,
+        expire: (err) => this.fail(item, err, 'REJECTED'),
+        seq: -1,
       };
       if (req.signal) {
         if (req.signal.aborted) {
@@ -85,8 +103,16 @@ export class Scheduler {
         item.onAbort = () => this.cancel(item);
         req.signal.addEventListener('abort', item.onAbort, { once: true });
       }
+      try {
+        this.queue.push(item);
+      } catch (e) {
+        if (item.onAbort) req.signal!.removeEventListener('abort', item.onAbort);
+        this.stats.recordFailure(req.requestStartNs, now(), 'REJECTED');
+        reject(e);
+        return;
+      }
+      item.seq = this.nextSeq++;
       this.stats.pending += 1;
-      this.queue.push(item);
       this.dispatch();
     });
   }
@@ -94,26 +120,40 @@ export class Scheduler {
   /** Stops accepting requests and waits for queued and running ones to finish. */
   async drain(): Promise<void> {
     this.closed = true;
-    while (this.queue.length || this.inflight.size) {
+    while (this.queue.size || this.inflight.size) {
       await Promise.allSettled([...this.inflight]);
-      if (this.queue.length && !this.inflight.size) this.dispatch();
-      if (this.queue.length && !this.inflight.size) {
+      if (this.queue.size && !this.inflight.size) this.dispatch();
+      if (this.queue.size && !this.inflight.size) {
         await new Promise((r) => setTimeout(r, 1));
       }
     }
   }
 
   private cancel(item: Queued): void {
-    const i = this.queue.indexOf(item);
-    if (i < 0) return; // already executing: it completes normally
-    this.queue.splice(i, 1);
+    // Already executing: it completes normally.
+    if (this.queue.remove(item)) this.fail(item, ServalError.cancelled('request was cancelled by the client while queued'), 'CANCELED');
+  }
+
+  /** A request that leaves the queue without executing. */
+  private fail(item: Queued, err: ServalError, reason: FailureReason): void {
+    if (item.onAbort) item.req.signal!.removeEventListener('abort', item.onAbort);
     this.stats.pending -= 1;
-    this.stats.recordFailure(item.req.requestStartNs, now(), 'CANCELED');
-    item.reject(ServalError.cancelled('request was cancelled by the client while queued'));
+    this.stats.recordFailure(item.req.requestStartNs, now(), reason);
+    item.reject(err);
+  }
+
+  /** Delivers a result, in arrival order when preserve_ordering is set. */
+  private settle(item: Queued, deliver: () => void): void {
+    if (!this.policy.preserveOrdering) return deliver();
+    this.held.set(item.seq, deliver);
+    for (let next = this.held.get(this.releaseSeq); next; next = this.held.get(this.releaseSeq)) {
+      this.held.delete(this.releaseSeq++);
+      next();
+    }
   }
 
   private dispatch(): void {
-    while (this.idle.length && this.queue.length) {
+    while (this.idle.length && this.queue.size) {
       const batch = this.nextBatch();
       if (!batch) return;
       const instance = this.idle.shift()!;
@@ -129,14 +169,15 @@ export class Scheduler {
   /** Picks the next batch from the queue head, or undefined to keep waiting (and arms the delay timer). */
   private nextBatch(): Queued[] | undefined {
     const { dynamic, maxBatchSize, preferredBatchSizes, maxQueueDelayNs } = this.policy;
-    const head = this.queue[0]!;
+    const ordered = this.queue.ordered();
+    const head = ordered[0]!;
     if (!dynamic || head.req.batchSize === 0) return this.take([head]);
 
     // Gather compatible requests in arrival order up to max_batch_size.
     const candidates: Queued[] = [];
     const sizes: number[] = [];
     let total = 0;
-    for (const q of this.queue) {
+    for (const q of ordered) {
       if (q.key !== head.key) continue;
       if (total + q.req.batchSize > maxBatchSize) break;
       total += q.req.batchSize;
@@ -156,8 +197,7 @@ export class Scheduler {
   }
 
   private take(items: Queued[]): Queued[] {
-    const set = new Set(items);
-    for (let i = this.queue.length - 1; i >= 0; i--) if (set.has(this.queue[i]!)) this.queue.splice(i, 1);
+    for (const q of items) this.queue.remove(q);
     for (const q of items) if (q.onAbort) q.req.signal!.removeEventListener('abort', q.onAbort);
     return items;
   }

@@ -5,6 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { ExecOutput, ExecRequest, ExecResult, InstancePlacement, ModelInstance } from '../../src/backends/backend.js';
 import { ServalError } from '../../src/core/errors.js';
 import { assemble, scatter, Scheduler, type BatchingPolicy, type ScheduledOutput, type SchedulerRequest } from '../../src/scheduler/scheduler.js';
+import { UNBOUNDED, type QueuePolicy } from '../../src/scheduler/queue.js';
 import { ModelStats } from '../../src/stats/model_stats.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -84,7 +85,7 @@ const int32s = (u: Uint8Array): number[] => Array.from(new Int32Array(u.buffer.s
 
 let nextValue = 1;
 /** A request with unique values: `batch` rows of `width` elements (batch 0 = no batching). */
-function req(batch: number, width = 2, opts: { outputs?: string[]; signal?: AbortSignal } = {}): SchedulerRequest & { x: number[] } {
+function req(batch: number, width = 2, opts: { outputs?: string[]; signal?: AbortSignal; priority?: number; timeoutUs?: number } = {}): SchedulerRequest & { x: number[] } {
   const rows = Math.max(batch, 1);
   const x = Array.from({ length: rows * width }, () => nextValue++);
   return {
@@ -93,6 +94,8 @@ function req(batch: number, width = 2, opts: { outputs?: string[]; signal?: Abor
     outputs: opts.outputs ?? ['Y', 'S'],
     requestStartNs: process.hrtime.bigint(),
     signal: opts.signal,
+    priority: opts.priority,
+    timeoutUs: opts.timeoutUs,
     x,
   };
 }
@@ -105,7 +108,7 @@ function setup(policy: Partial<BatchingPolicy>, instances = 1, manual = false) {
     return f;
   });
   const stats = new ModelStats();
-  const sched = new Scheduler(inst, { maxBatchSize: 8, dynamic: false, preferredBatchSizes: [], maxQueueDelayNs: 0, ...policy }, stats);
+  const sched = new Scheduler(inst, { maxBatchSize: 8, dynamic: false, preferredBatchSizes: [], maxQueueDelayNs: 0, preserveOrdering: false, queue: { levels: 1, defaultLevel: 1, policies: [UNBOUNDED] }, ...policy }, stats);
   return { log, inst, stats, sched };
 }
 
@@ -504,5 +507,170 @@ describe('assemble and scatter', () => {
     expect(() =>
       scatter({ outputs: [{ name: 'Y', datatype: 'INT32', dims: [2, 1], buffer: y.buffer, offset: 0, byteLength: 8 }], computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0 }, [1, 2], true),
     ).toThrow("output 'Y' has batch dimension 2 but the batch held 3 items");
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+
+const policy = (p: Partial<QueuePolicy> = {}): QueuePolicy => ({ ...UNBOUNDED, ...p });
+
+/** Settles to the outputs or the error, so tests can look at both. */
+function outcome(p: Promise<ScheduledOutput[]>): Promise<ScheduledOutput[] | ServalError> {
+  return p.then((o) => o, (e: ServalError) => e);
+}
+
+describe('queue policy, priorities and ordering (dynamic batcher)', () => {
+  it('serves the highest priority level first, and the default level for priority 0 or out of range', async () => {
+    const { log, inst, sched } = setup(
+      { dynamic: true, maxBatchSize: 1, queue: { levels: 3, defaultLevel: 2, policies: [policy(), policy(), policy()] } },
+      1,
+      true,
+    );
+    const first = req(1, 2);
+    const low = req(1, 2, { priority: 3 });
+    const dflt = req(1, 2, { priority: 0 });
+    const outOfRange = req(1, 2, { priority: 9 });
+    const high = req(1, 2, { priority: 1 });
+    const all = [first, low, dflt, outOfRange, high].map((r) => sched.enqueue(r));
+    await tick();
+    for (let i = 0; i < 5; i++) {
+      inst[0]!.release();
+      await tick();
+    }
+    await Promise.all(all);
+    expect(log.map((e) => e.x)).toEqual([first.x, high.x, dflt.x, outOfRange.x, low.x]);
+  });
+
+  it('a full queue rejects at once with UNAVAILABLE "Exceeds maximum queue size", counted as REJECTED', async () => {
+    const { inst, sched, stats } = setup(
+      { dynamic: true, maxBatchSize: 1, queue: { levels: 1, defaultLevel: 1, policies: [policy({ maxQueueSize: 2 })] } },
+      1,
+      true,
+    );
+    const running = sched.enqueue(req(1));
+    await tick();
+    const queued = [sched.enqueue(req(1)), sched.enqueue(req(1))];
+    const rejected = await outcome(sched.enqueue(req(1)));
+    expect(rejected).toBeInstanceOf(ServalError);
+    expect((rejected as ServalError).code).toBe('UNAVAILABLE');
+    expect((rejected as ServalError).message).toBe('Exceeds maximum queue size');
+    expect(stats.failuresByReason.get('REJECTED')).toBe(1);
+    for (let i = 0; i < 3; i++) {
+      inst[0]!.release();
+      await tick();
+    }
+    await Promise.all([running, ...queued]);
+    expect(stats.success.count).toBe(3);
+  });
+
+  it('REJECT: a request still queued after its timeout fails with "Request timeout expired" and never runs', async () => {
+    const { log, inst, sched, stats } = setup(
+      { dynamic: true, maxBatchSize: 1, queue: { levels: 1, defaultLevel: 1, policies: [policy({ defaultTimeoutUs: 20_000 })] } },
+      1,
+      true,
+    );
+    const running = sched.enqueue(req(1));
+    await tick();
+    const late = req(1);
+    const p = outcome(sched.enqueue(late));
+    await tick(60);
+    const err = await p;
+    expect((err as ServalError).code).toBe('UNAVAILABLE');
+    expect((err as ServalError).message).toBe('Request timeout expired');
+    inst[0]!.release();
+    await running;
+    expect(log.some((e) => e.x.join() === late.x.join())).toBe(false);
+    expect(stats.pending).toBe(0);
+  });
+
+  it('DELAY: a timed-out request goes behind those that have not timed out', async () => {
+    const { log, inst, sched } = setup(
+      {
+        dynamic: true,
+        maxBatchSize: 1,
+        queue: { levels: 1, defaultLevel: 1, policies: [policy({ defaultTimeoutUs: 100_000, allowTimeoutOverride: true, timeoutAction: 'DELAY' })] },
+      },
+      1,
+      true,
+    );
+    const running = sched.enqueue(req(1));
+    await tick();
+    const delayed = req(1, 2, { timeoutUs: 10_000 });
+    const pd = sched.enqueue(delayed);
+    await tick(40); // `delayed` has timed out
+    const fresh = req(1);
+    const pf = sched.enqueue(fresh);
+    for (let i = 0; i < 3; i++) {
+      inst[0]!.release();
+      await tick();
+    }
+    await Promise.all([running, pd, pf]);
+    expect(log.slice(1).map((e) => e.x)).toEqual([fresh.x, delayed.x]);
+  });
+
+  it('a request timeout applies only with allow_timeout_override, and never lengthens the default', async () => {
+    const { effectiveTimeout } = await import('../../src/scheduler/queue.js');
+    expect(effectiveTimeout(policy({ defaultTimeoutUs: 500 }), 100)).toBe(500);
+    expect(effectiveTimeout(policy({ defaultTimeoutUs: 500, allowTimeoutOverride: true }), 100)).toBe(100);
+    expect(effectiveTimeout(policy({ defaultTimeoutUs: 500, allowTimeoutOverride: true }), 900)).toBe(500);
+    expect(effectiveTimeout(policy({ allowTimeoutOverride: true }), 900)).toBe(900);
+    expect(effectiveTimeout(policy(), 900)).toBe(0);
+  });
+
+  it('preserve_ordering: responses come back in arrival order across instances', async () => {
+    const { inst, sched } = setup({ dynamic: true, maxBatchSize: 1, preserveOrdering: true }, 2, true);
+    const order: number[] = [];
+    const ps = [0, 1].map((i) => sched.enqueue(req(1)).then(() => order.push(i)));
+    await tick();
+    inst[1]!.release(); // the second request finishes first ...
+    await tick();
+    expect(order).toEqual([]); // ... but waits for the first
+    inst[0]!.release();
+    await Promise.all(ps);
+    expect(order).toEqual([0, 1]);
+  });
+
+  it('without preserve_ordering a later request may answer first', async () => {
+    const { inst, sched } = setup({ dynamic: true, maxBatchSize: 1 }, 2, true);
+    const order: number[] = [];
+    const ps = [0, 1].map((i) => sched.enqueue(req(1)).then(() => order.push(i)));
+    await tick();
+    inst[1]!.release();
+    await tick();
+    expect(order).toEqual([1]);
+    inst[0]!.release();
+    await Promise.all(ps);
+  });
+});
+
+describe('batchingPolicy from a model config', () => {
+  it('maps priority levels and per-level queue policies', async () => {
+    const { batchingPolicy } = await import('../../src/scheduler/policy.js');
+    const p = batchingPolicy({
+      name: 'm',
+      max_batch_size: 8,
+      dynamic_batching: {
+        priority_levels: 2,
+        default_priority_level: 2,
+        default_queue_policy: { max_queue_size: 4 },
+        priority_queue_policy: { '1': { timeout_action: 'DELAY', default_timeout_microseconds: 7 } },
+        preserve_ordering: true,
+      },
+    });
+    expect(p.preserveOrdering).toBe(true);
+    expect(p.queue.levels).toBe(2);
+    expect(p.queue.defaultLevel).toBe(2);
+    expect(p.queue.policies[0]).toMatchObject({ timeoutAction: 'DELAY', defaultTimeoutUs: 7, maxQueueSize: 0 });
+    expect(p.queue.policies[1]).toMatchObject({ maxQueueSize: 4, timeoutAction: 'REJECT' });
+  });
+
+  it('rejects a default level outside the configured levels', async () => {
+    const { batchingPolicy } = await import('../../src/scheduler/policy.js');
+    expect(() => batchingPolicy({ name: 'm', max_batch_size: 8, dynamic_batching: { priority_levels: 2, default_priority_level: 3 } })).toThrow(
+      /default_priority_level must be in the range \[1, 2\]/,
+    );
+    expect(() => batchingPolicy({ name: 'm', max_batch_size: 8, dynamic_batching: { priority_levels: 2, default_priority_level: 1, priority_queue_policy: { '5': {} } } })).toThrow(
+      /level 5/,
+    );
   });
 });

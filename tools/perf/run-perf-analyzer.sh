@@ -81,6 +81,12 @@ run() { # run NAME PROTOCOL ARGS...
     { echo "# retry: ${cmd[*]}"; timeout "${PA_RUN_TIMEOUT:-120}" "${cmd[@]}"; } >>"$log" 2>&1
     rc=$?
   fi
+  # Every run must print its server-side section (the statistics API read before and after
+  # each window) with a queue/compute breakdown.
+  if ((rc == 0)) && ! grep -qE 'Avg request latency: .*queue .*compute infer' "$log"; then
+    echo "   no server-side section in the output"
+    rc=98
+  fi
   local summary
   summary="$(grep -E '^(Concurrency|Request Rate): .*throughput' "$log" | tr '\n' ';' | sed 's/;$//')"
   [[ -z "$summary" ]] && summary="$(grep -vE '^\s*$' "$log" | tail -n 2 | tr '\n' ' ')"
