@@ -20,6 +20,8 @@ async function main(): Promise<number> {
     return 0;
   }
   const log = createLogger(opts.logVerbose);
+  // A bug must not take every other request down with it: log it and keep serving.
+  process.on('unhandledRejection', (e) => log.error('unhandled rejection (bug)', { error: e instanceof Error ? e.stack : String(e) }));
   const print = (line: string): void => void process.stdout.write(line + '\n');
   let server;
   try {

@@ -21,6 +21,11 @@ export interface ServerOptions {
   httpMaxInputSize: number;
   exitTimeoutSecs: number;
   metricsIntervalMs: number;
+  modelControlMode: 'none' | 'poll' | 'explicit';
+  repositoryPollSecs: number;
+  loadModels: string[];
+  strictModelConfig: boolean;
+  disableAutoCompleteConfig: boolean;
 }
 
 export const DEFAULTS: ServerOptions = {
@@ -41,9 +46,14 @@ export const DEFAULTS: ServerOptions = {
   httpMaxInputSize: 64 * 1024 * 1024,
   exitTimeoutSecs: 30,
   metricsIntervalMs: 2000,
+  modelControlMode: 'none',
+  repositoryPollSecs: 15,
+  loadModels: [],
+  strictModelConfig: false,
+  disableAutoCompleteConfig: false,
 };
 
-type Kind = 'string' | 'list' | 'int' | 'bool';
+type Kind = 'string' | 'list' | 'int' | 'bool' | 'mode';
 const FLAGS: Record<string, [keyof ServerOptions, Kind]> = {
   'model-repository': ['modelRepositories', 'list'],
   'model-store': ['modelRepositories', 'list'],
@@ -63,6 +73,11 @@ const FLAGS: Record<string, [keyof ServerOptions, Kind]> = {
   'http-max-input-size': ['httpMaxInputSize', 'int'],
   'exit-timeout-secs': ['exitTimeoutSecs', 'int'],
   'metrics-interval-ms': ['metricsIntervalMs', 'int'],
+  'model-control-mode': ['modelControlMode', 'mode'],
+  'repository-poll-secs': ['repositoryPollSecs', 'int'],
+  'load-model': ['loadModels', 'list'],
+  'strict-model-config': ['strictModelConfig', 'bool'],
+  'disable-auto-complete-config': ['disableAutoCompleteConfig', 'bool'],
 };
 
 export class UsageError extends Error {}
@@ -81,6 +96,9 @@ function convert(flag: string, kind: Kind, raw: unknown): unknown {
       if (['false', '0', 'no', 'off'].includes(v)) return false;
       throw new UsageError(`--${flag} expects true or false, got '${s}'`);
     }
+    case 'mode':
+      if (s === 'none' || s === 'poll' || s === 'explicit') return s;
+      throw new UsageError(`--${flag} expects none, poll or explicit, got '${s}'`);
     default:
       return s;
   }
@@ -123,7 +141,7 @@ export function parseArgs(argv: string[]): ServerOptions & { help: boolean } {
     if (flag === 'config-file') settingsFile = value;
     else cli.push([flag, value]);
   }
-  const opts: ServerOptions = { ...DEFAULTS, modelRepositories: [] };
+  const opts: ServerOptions = { ...DEFAULTS, modelRepositories: [], loadModels: [] };
   if (settingsFile) {
     let doc: unknown;
     try {
@@ -138,6 +156,7 @@ export function parseArgs(argv: string[]): ServerOptions & { help: boolean } {
   }
   // Repositories named on the command line replace those of the settings file.
   if (cli.some(([f]) => f === 'model-repository' || f === 'model-store')) opts.modelRepositories = [];
+  if (cli.some(([f]) => f === 'load-model')) opts.loadModels = [];
   for (const [f, v] of cli) apply(opts, f, v);
   return { ...opts, help };
 }
@@ -160,4 +179,10 @@ export const USAGE = `Usage: serval --model-repository PATH [options]
   --strict-readiness BOOL    ready only when every model is ready (default true)
   --exit-timeout-secs N      on shutdown, wait this long for in-flight requests (default 30)
   --id NAME                  server name reported by server metadata (default serval)
+  --model-control-mode MODE  none (load all at start), poll (follow repository changes),
+                             explicit (load/unload through the repository API)
+  --repository-poll-secs N   poll period in poll mode (default 15)
+  --load-model NAME          explicit mode: load this model at start-up (repeatable, * = all)
+  --disable-auto-complete-config   use config.pbtxt as written (no filling from model.onnx)
+  --strict-model-config BOOL same as --disable-auto-complete-config (tritonserver's older name)
 `;

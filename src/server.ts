@@ -13,7 +13,16 @@ import type { ServerOptions } from './options.js';
 import { projectRoot } from './paths.js';
 import { ModelRepository, type IndexRow } from './repository/repository.js';
 
-export const EXTENSIONS = ['classification', 'model_configuration', 'binary_tensor_data', 'parameters', 'statistics'];
+export const EXTENSIONS = [
+  'classification',
+  'model_repository',
+  'model_repository(unload_dependents)',
+  'schedule_policy',
+  'model_configuration',
+  'binary_tensor_data',
+  'parameters',
+  'statistics',
+];
 
 export function serverVersion(): string {
   const pkg = JSON.parse(readFileSync(path.join(projectRoot(), 'package.json'), 'utf8')) as { version: string };
@@ -42,7 +51,11 @@ export function statusTable(rows: IndexRow[]): string {
 
 export async function startServer(opts: ServerOptions, log: Logger, print: (line: string) => void): Promise<RunningServer> {
   if (opts.modelRepositories.length === 0) throw new StartupError('--model-repository must be specified');
-  const repository = new ModelRepository(opts.modelRepositories, log);
+  const repository = new ModelRepository(opts.modelRepositories, log, {
+    mode: opts.modelControlMode,
+    startupModels: opts.loadModels,
+    autoComplete: !(opts.strictModelConfig || opts.disableAutoCompleteConfig),
+  });
   await repository.loadAll();
   const core = new InferenceCore(repository, {
     id: opts.id,
@@ -57,6 +70,7 @@ export async function startServer(opts: ServerOptions, log: Logger, print: (line
     throw new StartupError('failed to load all models');
   }
 
+  repository.startPolling(opts.repositoryPollSecs);
   let http: FastifyInstance | undefined;
   let grpcServer: grpc.Server | undefined;
   let metrics: http.Server | undefined;

@@ -1,7 +1,8 @@
 // The in-process API both front-ends call: health, metadata, config, statistics and inference.
 // Front-ends only translate wire formats to and from these calls.
 import type { ModelConfig, ModelOutput } from '../config/types.js';
-import type { ModelRepository } from '../repository/repository.js';
+import type { IndexRow, ModelRepository } from '../repository/repository.js';
+import { fromTritonConfigJson } from '../config/config_json.js';
 import type { ModelVersion } from '../repository/model.js';
 import type { ScheduledOutput } from '../scheduler/scheduler.js';
 import { elementCount, fromConfigType, joinBytes, typedView, halfToFloat, type DataType } from './datatypes.js';
@@ -86,6 +87,38 @@ export class InferenceCore {
       versions = this.repository.loadedVersions().filter((v) => v.name === name);
     } else versions = [this.repository.get(name, version)];
     return versions.map(statisticsOf);
+  }
+
+  /** Repository extension: the index, as rows of name/version/state/reason. */
+  repositoryIndex(readyOnly: boolean): Promise<IndexRow[]> {
+    return this.repository.repositoryIndex(readyOnly);
+  }
+
+  /**
+   * Repository extension load. `parameters.config` is a model config in Triton's JSON form
+   * (what tritonclient's load_model(config=...) sends) that replaces config.pbtxt.
+   */
+  async loadModel(name: string, parameters: Record<string, unknown>): Promise<void> {
+    let override: ModelConfig | undefined;
+    for (const key of Object.keys(parameters)) {
+      if (key.startsWith('file:')) {
+        throw ServalError.unsupported(`failed to load '${name}': model file overrides ('${key}') are not supported by this server`);
+      }
+    }
+    const config = parameters.config;
+    if (config !== undefined) {
+      if (typeof config !== 'string') throw ServalError.invalidArg(`failed to load '${name}': the 'config' parameter must be a JSON string`);
+      try {
+        override = fromTritonConfigJson(config) as ModelConfig;
+      } catch (e) {
+        throw ServalError.invalidArg(`failed to load '${name}': invalid 'config' parameter: ${(e as Error).message}`);
+      }
+    }
+    await this.repository.load(name, override);
+  }
+
+  async unloadModel(name: string): Promise<void> {
+    await this.repository.unload(name);
   }
 
   async infer(req: InferRequest): Promise<InferResponse> {

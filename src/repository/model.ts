@@ -26,7 +26,7 @@ export class ModelVersion {
     readonly stats: ModelStats,
   ) {}
 
-  static async load(config: ModelConfig, modelDir: string, version: number): Promise<ModelVersion> {
+  static async load(config: ModelConfig, modelDir: string, version: number, opts: { autoComplete: boolean } = { autoComplete: true }): Promise<ModelVersion> {
     const name = config.name!;
     const file = path.join(modelDir, String(version), config.default_model_filename!);
     const env = probeDevices();

@@ -23,6 +23,8 @@ export interface ModelEntry {
   config?: ModelConfig;
   /** A problem with the model as a whole (config, duplicate name); versions may be empty then. */
   reason: string;
+  /** The folder's fingerprint when it was last loaded (poll mode). */
+  fingerprint: string;
   versions: Map<number, VersionEntry>;
 }
 
@@ -61,12 +63,14 @@ export function selectVersions(config: ModelConfig, available: number[]): number
   return available.slice(Math.max(0, available.length - n));
 }
 
-export async function readModelConfig(dir: string, name: string): Promise<ModelConfig> {
+export async function readModelConfig(dir: string, name: string, allowMissing = false): Promise<ModelConfig> {
   const file = path.join(dir, 'config.pbtxt');
   let text: string;
   try {
     text = await readFile(file, 'utf8');
   } catch (e) {
+    // Without a config file, auto-complete builds the whole config from the model file.
+    if (allowMissing && (e as NodeJS.ErrnoException).code === 'ENOENT') return normalizeConfig({}, name);
     throw ServalError.invalidArg(`model '${name}': cannot read ${file}: ${(e as Error).message}`);
   }
   let parsed: ModelConfig;
@@ -78,16 +82,52 @@ export async function readModelConfig(dir: string, name: string): Promise<ModelC
   return normalizeConfig(parsed, name);
 }
 
+export type ControlMode = 'none' | 'poll' | 'explicit';
+
+export interface RepositoryOptions {
+  mode: ControlMode;
+  /** Models to load at start-up in explicit mode ('*' = all). */
+  startupModels: string[];
+  autoComplete: boolean;
+}
+
+/** A model folder name that cannot leave the repository (no separators, no dot names). */
+export function isPlainModelName(name: string): boolean {
+  return /^[^/\\\0]+$/.test(name) && name !== '.' && name !== '..' && !name.startsWith('.');
+}
+
+/** A cheap fingerprint of a model folder (names, sizes, mtimes) for poll-mode change detection. */
+async function fingerprint(dir: string, depth = 0): Promise<string> {
+  const names = (await readdir(dir).catch(() => [] as string[])).sort();
+  const parts: string[] = [];
+  for (const n of names) {
+    const p = path.join(dir, n);
+    const st = await stat(p).catch(() => undefined);
+    if (!st) continue;
+    if (st.isDirectory()) parts.push(`${n}/{${depth < 3 ? await fingerprint(p, depth + 1) : ''}}`);
+    else parts.push(`${n}:${st.size}:${st.mtimeMs}`);
+  }
+  return parts.join(',');
+}
+
 export class ModelRepository {
   private readonly models = new Map<string, ModelEntry>();
+  /** One lifecycle operation per model at a time (loads, unloads, polls). */
+  private readonly busy = new Map<string, Promise<void>>();
+  private pollTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly roots: string[],
     private readonly log: Logger,
+    private readonly options: RepositoryOptions = { mode: 'none', startupModels: [], autoComplete: true },
   ) {}
 
-  /** Scans every repository and loads every model found; failures are recorded, never thrown. */
-  async loadAll(): Promise<void> {
+  get mode(): ControlMode {
+    return this.options.mode;
+  }
+
+  /** Model folders across the repositories: name → folders (more than one is a conflict). */
+  private async scan(): Promise<Map<string, string[]>> {
     const found = new Map<string, string[]>();
     for (const root of this.roots) {
       let names: string[];
@@ -97,64 +137,219 @@ export class ModelRepository {
         throw ServalError.invalidArg(`failed to open model repository '${root}': ${(e as Error).message}`);
       }
       for (const n of names.sort()) {
-        if (n.startsWith('.')) continue;
+        if (!isPlainModelName(n)) continue;
         const dir = path.join(root, n);
         if (await isDir(dir)) found.set(n, [...(found.get(n) ?? []), dir]);
       }
     }
+    return found;
+  }
+
+  /** Start-up: every model (modes none and poll) or the --load-model ones (explicit). */
+  async loadAll(): Promise<void> {
+    const found = await this.scan();
+    let names = [...found.keys()];
+    if (this.options.mode === 'explicit') {
+      const wanted = this.options.startupModels;
+      names = wanted.includes('*') ? names : wanted;
+    }
+    // Failures are recorded in the index (and the status table), never thrown from here.
     await Promise.all(
-      [...found].map(async ([name, dirs]) => {
-        if (dirs.length > 1) {
-          this.models.set(name, {
-            name,
-            dir: dirs[0]!,
-            reason: `model '${name}' appears in more than one model repository (${dirs.join(', ')})`,
-            versions: new Map(),
-          });
-          return;
-        }
-        await this.loadModel(name, dirs[0]!);
+      names.map((n) =>
+        this.serialize(n, () => this.loadFrom(n, found.get(n) ?? [])).catch((e: Error) => {
+          if (!this.models.has(n)) this.recordFailure(n, '', e.message, undefined);
+        }),
+      ),
+    );
+  }
+
+  /** Runs lifecycle operations of one model one after another. */
+  private serialize(name: string, op: () => Promise<void>): Promise<void> {
+    const prev = this.busy.get(name) ?? Promise.resolve();
+    const next = prev.then(op, op);
+    // The queue entry never rejects; the caller gets `next` with the operation's outcome.
+    const tracked: Promise<void> = next.then(
+      () => undefined,
+      () => undefined,
+    ).finally(() => {
+      if (this.busy.get(name) === tracked) this.busy.delete(name);
+    });
+    this.busy.set(name, tracked);
+    return next;
+  }
+
+  /**
+   * Loads (or reloads) a model from its folder. The versions that serve now keep serving until
+   * every new version is ready; then the new ones take over at once and the old ones drain.
+   * If the new load fails, the serving versions stay and the failure is reported.
+   */
+  private async loadFrom(name: string, dirs: string[], override?: ModelConfig): Promise<void> {
+    const old = this.models.get(name);
+    if (dirs.length === 0) {
+      throw ServalError.invalidArg(`failed to load '${name}': no model folder named '${name}' in any model repository`);
+    }
+    if (dirs.length > 1) {
+      const reason = `model '${name}' appears in more than one model repository (${dirs.join(', ')})`;
+      this.recordFailure(name, dirs[0]!, reason, old);
+      throw ServalError.invalidArg(reason);
+    }
+    const dir = dirs[0]!;
+    const print = await fingerprint(dir);
+    const available = await versionFolders(dir);
+    let config: ModelConfig;
+    try {
+      config = override ? normalizeConfig(override, name) : await readModelConfig(dir, name, this.options.autoComplete);
+    } catch (e) {
+      this.recordFailure(name, dir, (e as Error).message, old, available, print);
+      throw e;
+    }
+    const wanted = selectVersions(config, available);
+    for (const v of config.version_policy?.specific?.versions ?? []) {
+      if (!available.includes(v)) this.log.error('model version not found', { model: name, version: v, dir });
+    }
+    if (wanted.length === 0) {
+      const reason = `model '${name}' has no version folder to serve in ${dir}`;
+      this.recordFailure(name, dir, reason, old, [], print);
+      throw ServalError.invalidArg(reason);
+    }
+    // A first load shows LOADING; a reload keeps the serving entry visible meanwhile.
+    if (!old || !hasLoaded(old)) {
+      const entry: ModelEntry = { name, dir, reason: '', versions: new Map(), fingerprint: print };
+      for (const v of wanted) entry.versions.set(v, { version: v, state: 'LOADING', reason: '' });
+      this.models.set(name, entry);
+    }
+    const results = await Promise.allSettled(
+      wanted.map((v) => ModelVersion.load(structuredClone(config), dir, v, { autoComplete: this.options.autoComplete })),
+    );
+    const failures = results.flatMap((r, i) => (r.status === 'rejected' ? [[wanted[i]!, (r.reason as Error).message] as const] : []));
+    const loaded = results.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+    if (failures.length && old && hasLoaded(old)) {
+      // Keep serving what serves; report why the new files did not take.
+      await Promise.allSettled(loaded.map((mv) => mv.unload()));
+      old.reason = `reload failed, still serving the previous version(s): ${failures.map(([v, r]) => `version ${v}: ${r}`).join('; ')}`;
+      old.fingerprint = print;
+      this.log.error('model reload failed', { model: name, reason: old.reason });
+      throw ServalError.invalidArg(`failed to load '${name}': ${old.reason}`);
+    }
+    const entry: ModelEntry = { name, dir, config, reason: '', versions: new Map(), fingerprint: print };
+    for (const mv of loaded) entry.versions.set(mv.version, { version: mv.version, state: 'READY', reason: '', loaded: mv });
+    for (const [v, reason] of failures) entry.versions.set(v, { version: v, state: 'UNAVAILABLE', reason });
+    this.models.set(name, entry); // the switch: new requests go to the new versions from here on
+    for (const mv of loaded) this.log.info('model version loaded', { model: name, version: mv.version });
+    if (old) await this.drainEntry(old);
+    if (failures.length) {
+      for (const [v, reason] of failures) this.log.error('model version load failed', { model: name, version: v, reason });
+      throw ServalError.invalidArg(`failed to load '${name}': ${failures.map(([v, r]) => `version ${v}: ${r}`).join('; ')}`);
+    }
+  }
+
+  private recordFailure(name: string, dir: string, reason: string, old: ModelEntry | undefined, versions: number[] = [], print = ''): void {
+    this.log.error('model load failed', { model: name, reason });
+    if (old && hasLoaded(old)) {
+      old.reason = `reload failed, still serving the previous version(s): ${reason}`;
+      old.fingerprint = print;
+      return;
+    }
+    const entry: ModelEntry = { name, dir, reason, versions: new Map(), fingerprint: print };
+    for (const v of versions.slice(-1)) entry.versions.set(v, { version: v, state: 'UNAVAILABLE', reason });
+    this.models.set(name, entry);
+  }
+
+  /** Waits for an entry's in-flight requests, then stops its instances. */
+  private async drainEntry(entry: ModelEntry): Promise<void> {
+    await Promise.allSettled(
+      [...entry.versions.values()].map(async (v) => {
+        if (!v.loaded) return;
+        v.state = 'UNLOADING';
+        await v.loaded.unload();
+        v.state = 'UNAVAILABLE';
+        v.reason = 'unloaded';
+        v.loaded = undefined;
       }),
     );
   }
 
-  private async loadModel(name: string, dir: string): Promise<void> {
-    const entry: ModelEntry = { name, dir, reason: '', versions: new Map() };
-    this.models.set(name, entry);
-    const available = await versionFolders(dir);
+  /** Repository API load (explicit mode): loads or reloads, optionally with a config override. */
+  async load(name: string, override?: ModelConfig): Promise<void> {
+    this.requireExplicit();
+    if (!isPlainModelName(name)) {
+      throw ServalError.invalidArg(`failed to load '${name}': model names are plain folder names inside a model repository`);
+    }
+    const found = await this.scan();
+    await this.serialize(name, () => this.loadFrom(name, found.get(name) ?? [], override));
+  }
+
+  /** Repository API unload (explicit mode): in-flight requests finish first. */
+  async unload(name: string): Promise<void> {
+    this.requireExplicit();
+    await this.serialize(name, async () => {
+      const entry = this.models.get(name);
+      if (!entry || !hasLoaded(entry)) {
+        if (entry) return;
+        throw ServalError.invalidArg(`failed to unload '${name}': model is not loaded`);
+      }
+      const gone: ModelEntry = { name, dir: entry.dir, reason: '', versions: new Map(), fingerprint: '' };
+      for (const v of entry.versions.keys()) gone.versions.set(v, { version: v, state: 'UNLOADING', reason: '' });
+      this.models.set(name, gone);
+      await this.drainEntry(entry);
+      for (const v of gone.versions.values()) {
+        v.state = 'UNAVAILABLE';
+        v.reason = 'unloaded';
+      }
+    });
+  }
+
+  private requireExplicit(): void {
+    if (this.options.mode !== 'explicit') {
+      throw ServalError.unavailable('explicit model load / unload is not allowed if polling is enabled');
+    }
+  }
+
+  /** Poll mode: load new folders, reload changed ones, unload removed ones. */
+  async poll(): Promise<void> {
+    let found: Map<string, string[]>;
     try {
-      entry.config = await readModelConfig(dir, name);
+      found = await this.scan();
     } catch (e) {
-      entry.reason = (e as Error).message;
-      for (const v of available.slice(-1)) entry.versions.set(v, { version: v, state: 'UNAVAILABLE', reason: entry.reason });
-      this.log.error('model load failed', { model: name, reason: entry.reason });
+      this.log.error('failed to poll model repository', { reason: (e as Error).message });
       return;
     }
-    const wanted = selectVersions(entry.config, available);
-    for (const v of entry.config.version_policy?.specific?.versions ?? []) {
-      if (!available.includes(v)) this.log.error('model version not found', { model: name, version: v, dir });
+    const ops: Promise<void>[] = [];
+    for (const [name, dirs] of found) {
+      const entry = this.models.get(name);
+      const print = dirs.length === 1 ? await fingerprint(dirs[0]!) : 'conflict';
+      if (entry && entry.fingerprint === print) continue;
+      ops.push(this.serialize(name, () => this.loadFrom(name, dirs)).catch(() => undefined));
     }
-    if (wanted.length === 0) {
-      entry.reason = `model '${name}' has no version folder to serve in ${dir}`;
-      this.log.error('model load failed', { model: name, reason: entry.reason });
-      return;
+    for (const [name, entry] of this.models) {
+      if (found.has(name) || !hasLoaded(entry)) {
+        if (!found.has(name) && !hasLoaded(entry)) this.models.delete(name);
+        continue;
+      }
+      ops.push(
+        this.serialize(name, async () => {
+          const e = this.models.get(name);
+          if (!e) return;
+          this.models.delete(name);
+          await this.drainEntry(e);
+          this.log.info('model unloaded (folder removed)', { model: name });
+        }),
+      );
     }
-    await Promise.all(
-      wanted.map(async (v) => {
-        const ve: VersionEntry = { version: v, state: 'LOADING', reason: '' };
-        entry.versions.set(v, ve);
-        try {
-          // Each version gets its own copy of the config; instances never share mutable state.
-          ve.loaded = await ModelVersion.load(structuredClone(entry.config!), dir, v);
-          ve.state = 'READY';
-          this.log.info('model version loaded', { model: name, version: v });
-        } catch (e) {
-          ve.state = 'UNAVAILABLE';
-          ve.reason = (e as Error).message;
-          this.log.error('model version load failed', { model: name, version: v, reason: ve.reason });
-        }
-      }),
-    );
+    await Promise.all(ops);
+  }
+
+  startPolling(periodSecs: number): void {
+    if (this.options.mode !== 'poll' || periodSecs <= 0) return;
+    const tick = (): void => {
+      this.pollTimer = setTimeout(() => void this.poll().finally(() => this.pollTimer && tick()), periodSecs * 1000);
+    };
+    tick();
+  }
+
+  stopPolling(): void {
+    if (this.pollTimer) clearTimeout(this.pollTimer);
+    this.pollTimer = undefined;
   }
 
   /**
@@ -199,7 +394,7 @@ export class ModelRepository {
   /** All loaded model versions (for statistics). */
   loadedVersions(): ModelVersion[] {
     const out: ModelVersion[] = [];
-    for (const e of this.models.values()) for (const v of e.versions.values()) if (v.loaded) out.push(v.loaded);
+    for (const e of this.models.values()) for (const v of e.versions.values()) if (v.loaded && v.state === 'READY') out.push(v.loaded);
     return out.sort((a, b) => a.name.localeCompare(b.name) || a.version - b.version);
   }
 
@@ -209,10 +404,20 @@ export class ModelRepository {
     for (const e of [...this.models.values()].sort((a, b) => a.name.localeCompare(b.name))) {
       if (e.versions.size === 0) rows.push({ name: e.name, version: '', state: 'UNAVAILABLE', reason: e.reason });
       for (const v of [...e.versions.values()].sort((a, b) => a.version - b.version)) {
-        rows.push({ name: e.name, version: String(v.version), state: v.state, reason: v.reason });
+        rows.push({ name: e.name, version: String(v.version), state: v.state, reason: v.reason || (v.state === 'READY' ? '' : e.reason) });
       }
     }
     return rows;
+  }
+
+  /** The repository index API: every model folder, with state where the model was loaded. */
+  async repositoryIndex(readyOnly: boolean): Promise<IndexRow[]> {
+    const found = await this.scan();
+    const rows = this.index().filter((r) => found.has(r.name) || r.state !== 'UNAVAILABLE' || r.reason !== 'unloaded');
+    const known = new Set(rows.map((r) => r.name));
+    for (const name of found.keys()) if (!known.has(name)) rows.push({ name, version: '', state: '', reason: '' });
+    rows.sort((a, b) => a.name.localeCompare(b.name) || Number(a.version) - Number(b.version));
+    return readyOnly ? rows.filter((r) => r.state === 'READY') : rows;
   }
 
   allReady(): boolean {
@@ -220,15 +425,11 @@ export class ModelRepository {
   }
 
   async unloadAll(): Promise<void> {
-    const all: Promise<void>[] = [];
-    for (const e of this.models.values()) {
-      for (const v of e.versions.values()) {
-        if (v.loaded) {
-          v.state = 'UNLOADING';
-          all.push(v.loaded.unload().finally(() => { v.state = 'UNAVAILABLE'; v.reason = 'unloaded'; v.loaded = undefined; }));
-        }
-      }
-    }
-    await Promise.allSettled(all);
+    this.stopPolling();
+    await Promise.allSettled([...this.models.values()].map((e) => this.drainEntry(e)));
   }
+}
+
+function hasLoaded(entry: ModelEntry): boolean {
+  return [...entry.versions.values()].some((v) => v.loaded !== undefined);
 }

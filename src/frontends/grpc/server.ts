@@ -40,6 +40,18 @@ function unary<Req>(fn: (req: Req, call: Call<Req>) => unknown | Promise<unknown
   };
 }
 
+interface RepositoryRequest {
+  model_name: string;
+  parameters?: Record<string, { parameter_choice?: string } & Record<string, unknown>>;
+}
+
+/** ModelRepositoryParameter map → plain values (bytes stay Buffers). */
+function repositoryParams(m: RepositoryRequest['parameters']): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [k, p] of Object.entries(m ?? {})) out[k] = p.parameter_choice ? p[p.parameter_choice] : undefined;
+  return out;
+}
+
 export interface GrpcServer {
   server: grpc.Server;
   port: number;
@@ -63,6 +75,15 @@ export async function startGrpcServer(core: InferenceCore, log: Logger, host: st
     ModelMetadata: unary((r: { name: string; version: string }) => core.modelMetadata(r.name, r.version ?? '')),
     ModelConfig: unary((r: { name: string; version: string }) => ({ config: core.modelConfig(r.name, r.version ?? '') })),
     ModelStatistics: unary((r: { name: string; version: string }) => ({ model_stats: core.statistics(r.name ?? '', r.version ?? '') })),
+    RepositoryIndex: unary(async (r: { ready: boolean }) => ({ models: await core.repositoryIndex(r.ready ?? false) })),
+    RepositoryModelLoad: unary(async (r: RepositoryRequest) => {
+      await core.loadModel(r.model_name, repositoryParams(r.parameters));
+      return {};
+    }),
+    RepositoryModelUnload: unary(async (r: RepositoryRequest) => {
+      await core.unloadModel(r.model_name);
+      return {};
+    }),
     ModelInfer: unary(async (r: GrpcInferRequest, call) => {
       const req = decodeGrpcInfer(r);
       const abort = new AbortController();

@@ -152,6 +152,52 @@ export function buildHttpServer(core: InferenceCore, log: Logger, opts: HttpOpti
   app.get('/v2/models/:model/config', config);
   app.get('/v2/models/:model/versions/:version/config', config);
 
+  // Repository extension.
+  const jsonBody = async (req: FastifyRequest): Promise<Record<string, unknown>> => {
+    const raw = await decompress(req, (req.body as Buffer | undefined) ?? Buffer.alloc(0));
+    if (raw.byteLength === 0) return {};
+    let doc: unknown;
+    try {
+      doc = JSON.parse(raw.toString('utf8'));
+    } catch (e) {
+      throw ServalError.invalidArg(`failed to parse the request JSON: ${(e as Error).message}`);
+    }
+    if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) throw ServalError.invalidArg('the request JSON must be an object');
+    return doc as Record<string, unknown>;
+  };
+  const paramsOf = (doc: Record<string, unknown>): Record<string, unknown> => {
+    const p = doc.parameters ?? {};
+    if (typeof p !== 'object' || p === null || Array.isArray(p)) throw ServalError.invalidArg("'parameters' must be a JSON object");
+    return p as Record<string, unknown>;
+  };
+  app.post('/v2/repository/index', async (req, reply) => {
+    try {
+      const doc = await jsonBody(req);
+      const rows = await core.repositoryIndex(doc.ready === true);
+      // Triton leaves out version/state/reason where there is none.
+      return json(reply, rows.map((r) => ({ name: r.name, ...(r.version && { version: r.version }), ...(r.state && { state: r.state }), ...(r.reason && { reason: r.reason }) })));
+    } catch (e) {
+      return sendError(reply, e);
+    }
+  });
+  app.post('/v2/repository/models/:model/load', async (req: FastifyRequest<{ Params: ModelParams }>, reply) => {
+    try {
+      await core.loadModel(req.params.model, paramsOf(await jsonBody(req)));
+      return reply.code(200).send();
+    } catch (e) {
+      return sendError(reply, e);
+    }
+  });
+  app.post('/v2/repository/models/:model/unload', async (req: FastifyRequest<{ Params: ModelParams }>, reply) => {
+    try {
+      paramsOf(await jsonBody(req)); // unload_dependents: Serval has no ensembles, so there are none
+      await core.unloadModel(req.params.model);
+      return reply.code(200).send();
+    } catch (e) {
+      return sendError(reply, e);
+    }
+  });
+
   const infer = async (req: FastifyRequest<{ Params: ModelParams }>, reply: FastifyReply) => {
     // A client that disconnects while its request is decoded or queued cancels it.
     const abort = new AbortController();
