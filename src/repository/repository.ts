@@ -404,7 +404,7 @@ export class ModelRepository {
     for (const e of [...this.models.values()].sort((a, b) => a.name.localeCompare(b.name))) {
       if (e.versions.size === 0) rows.push({ name: e.name, version: '', state: 'UNAVAILABLE', reason: e.reason });
       for (const v of [...e.versions.values()].sort((a, b) => a.version - b.version)) {
-        rows.push({ name: e.name, version: String(v.version), state: v.state, reason: v.reason || (v.state === 'READY' ? '' : e.reason) });
+        rows.push({ name: e.name, version: String(v.version), state: v.state, reason: v.reason || e.reason });
       }
     }
     return rows;

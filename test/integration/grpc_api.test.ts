@@ -373,7 +373,7 @@ describe('errors, each followed by correct good requests', () => {
   });
 
   it('a call to an unimplemented method', async () => {
-    const e = await client.error('RepositoryIndex', {});
+    const e = await client.error('SystemSharedMemoryStatus', {});
     expect(e.code).toBe(status.UNIMPLEMENTED);
   });
 });
