@@ -107,12 +107,13 @@ def _wait_ready(http_url: str, deadline: float, proc: Optional[subprocess.Popen]
 
 
 class _ManagedServer:
-    def __init__(self) -> None:
+    def __init__(self, extra_args: tuple = (), log_name: str = "serval-server.log") -> None:
+        self.extra_args = list(extra_args)
         self.proc: Optional[subprocess.Popen] = None
         self.ports: dict = {}
         self.cond = threading.Condition()
         LOG_DIR.mkdir(parents=True, exist_ok=True)
-        self.log_path = LOG_DIR / "serval-server.log"
+        self.log_path = LOG_DIR / log_name
         self._log = None
         self._reader: Optional[threading.Thread] = None
 
@@ -134,7 +135,7 @@ class _ManagedServer:
             "0",
             "--metrics-port",
             "0",
-        ] + shlex.split(os.environ.get("SERVAL_SERVER_ARGS", ""))
+        ] + shlex.split(os.environ.get("SERVAL_SERVER_ARGS", "")) + self.extra_args
         self._log = open(self.log_path, "w", buffering=1, encoding="utf-8", errors="replace")
         self._log.write(f"# {' '.join(shlex.quote(c) for c in cmd)}\n")
         self.proc = subprocess.Popen(
@@ -382,3 +383,15 @@ def client(protocol, server):
     c = make_client(protocol, server)
     yield c
     c.close()
+
+
+@pytest.fixture(scope="module")
+def explicit_server():
+    """A second server of our own in explicit model-control mode with only `simple` loaded."""
+    managed = _ManagedServer(
+        ("--model-control-mode", "explicit", "--load-model", "simple"), log_name="serval-explicit.log"
+    )
+    try:
+        yield managed.start()
+    finally:
+        managed.stop()
