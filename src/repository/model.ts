@@ -4,7 +4,9 @@ import path from 'node:path';
 import type { ModelInstance } from '../backends/backend.js';
 import { OrtInstance } from '../backends/onnxruntime/instance.js';
 import { normalizeInstanceGroups, placeInstances, probeDevices, threadCounts } from '../backends/onnxruntime/placement.js';
-import { validateAgainstModel } from '../config/model_config.js';
+import { DEFAULT_MODEL_FILENAME, normalizeConfig, validateAgainstModel } from '../config/model_config.js';
+import { autoCompleteConfig } from '../config/autocomplete.js';
+import { warmupRequests } from './warmup.js';
 import type { ModelConfig } from '../config/types.js';
 import { ServalError } from '../core/errors.js';
 import { Scheduler } from '../scheduler/scheduler.js';
@@ -26,12 +28,22 @@ export class ModelVersion {
     readonly stats: ModelStats,
   ) {}
 
-  static async load(config: ModelConfig, modelDir: string, version: number, opts: { autoComplete: boolean } = { autoComplete: true }): Promise<ModelVersion> {
-    const name = config.name!;
-    const file = path.join(modelDir, String(version), config.default_model_filename!);
+  /**
+   * Loads one version from a parsed (not yet normalised) config: starts the instances, fills
+   * the config from the model file when auto-complete is on, validates it against the model
+   * file, runs the warm-up samples on every instance, and only then returns (ready).
+   */
+  static async load(
+    parsed: ModelConfig,
+    modelDir: string,
+    version: number,
+    opts: { autoComplete: boolean } = { autoComplete: true },
+  ): Promise<ModelVersion> {
+    let config = parsed;
+    const name = config.name || path.basename(modelDir);
+    const file = path.join(modelDir, String(version), config.default_model_filename || DEFAULT_MODEL_FILENAME);
     const env = probeDevices();
     const placements = placeInstances(name, config.instance_group, env);
-    config.instance_group = normalizeInstanceGroups(name, config.instance_group, env);
     const cpuInstances = placements.filter((p) => p.kind === 'KIND_CPU').length;
     const threads = threadCounts(config.parameters, cpuInstances, env.cpus);
     const level = config.optimization?.graph?.level;
@@ -53,7 +65,12 @@ export class ModelVersion {
         const reason = failure.reason instanceof Error ? failure.reason.message : String(failure.reason);
         throw ServalError.invalidArg(`failed to load '${name}' version ${version}: ${reason}`);
       }
-      validateAgainstModel(config, instances[0]!.signature);
+      const signature = instances[0]!.signature;
+      if (opts.autoComplete) config = autoCompleteConfig(config, signature);
+      config = normalizeConfig(config, name);
+      config.instance_group = normalizeInstanceGroups(name, config.instance_group, env);
+      validateAgainstModel(config, signature);
+      await warmUp(config, modelDir, instances);
       const labels = new Map<string, string[]>();
       for (const out of config.output ?? []) {
         if (!out.label_filename) continue;
@@ -78,4 +95,22 @@ export class ModelVersion {
     await this.scheduler.drain();
     await Promise.allSettled(this.instances.map((i) => i.close()));
   }
+}
+
+/** Runs every model_warmup sample `count` times on every instance (Triton warms each instance). */
+async function warmUp(config: ModelConfig, modelDir: string, instances: ModelInstance[]): Promise<void> {
+  const samples = await warmupRequests(config, modelDir);
+  if (!samples.length) return;
+  await Promise.all(
+    instances.map(async (inst) => {
+      for (const s of samples) {
+        for (let i = 0; i < Math.max(1, s.count); i++) {
+          // Each execution transfers its buffer away, so every run gets its own copy.
+          await inst.execute({ ...s.req, buffer: s.req.buffer.slice(0) }).catch((e: Error) => {
+            throw ServalError.invalidArg(`model '${config.name}': warmup sample '${s.name}' failed on ${inst.placement.name}: ${e.message}`);
+          });
+        }
+      }
+    }),
+  );
 }

@@ -70,7 +70,7 @@ export async function readModelConfig(dir: string, name: string, allowMissing = 
     text = await readFile(file, 'utf8');
   } catch (e) {
     // Without a config file, auto-complete builds the whole config from the model file.
-    if (allowMissing && (e as NodeJS.ErrnoException).code === 'ENOENT') return normalizeConfig({}, name);
+    if (allowMissing && (e as NodeJS.ErrnoException).code === 'ENOENT') return { name };
     throw ServalError.invalidArg(`model '${name}': cannot read ${file}: ${(e as Error).message}`);
   }
   let parsed: ModelConfig;
@@ -79,7 +79,16 @@ export async function readModelConfig(dir: string, name: string, allowMissing = 
   } catch (e) {
     throw ServalError.invalidArg(`model '${name}': failed to parse config: ${(e as Error).message}`);
   }
-  return normalizeConfig(parsed, name);
+  return checkedConfig(parsed, name);
+}
+
+/**
+ * Checks a config early (before any instance starts) by normalising a copy; returns the config
+ * as written, since auto-complete must still see which fields were absent.
+ */
+export function checkedConfig(config: ModelConfig, name: string): ModelConfig {
+  normalizeConfig(structuredClone(config), name);
+  return { ...config, name: config.name || name };
 }
 
 export type ControlMode = 'none' | 'poll' | 'explicit';
@@ -198,7 +207,7 @@ export class ModelRepository {
     const available = await versionFolders(dir);
     let config: ModelConfig;
     try {
-      config = override ? normalizeConfig(override, name) : await readModelConfig(dir, name, this.options.autoComplete);
+      config = override ? checkedConfig(override, name) : await readModelConfig(dir, name, this.options.autoComplete);
     } catch (e) {
       this.recordFailure(name, dir, (e as Error).message, old, available, print);
       throw e;

@@ -1,0 +1,198 @@
+// Model warmup: turns the configuration's `model_warmup` samples into ready-to-run executions,
+// after Triton core's TritonModelInstance::GenerateWarmupData (core src/backend_model_instance.cc)
+// and the ModelWarmup documentation in model_config.proto:
+//
+//  - a sample with batch_size 0 (or none) is skipped;
+//  - every input's `dims` exclude the batch dimension and must all be fixed (no -1);
+//  - `zero_data` (set at all, whatever its value) gives zeros; for TYPE_STRING that is 4 zero
+//    bytes per element, i.e. empty strings;
+//  - `random_data` gives random bytes; for TYPE_STRING it falls back to zero data (empty strings);
+//  - `input_data_file` is read from the `warmup` folder of the model directory and holds one
+//    sample in row-major order (TYPE_STRING: 4-byte little-endian length + bytes per element).
+//    A numeric file shorter than the sample is an error; a longer one is used up to the sample
+//    size, as Triton does. A TYPE_STRING file is used whole;
+//  - the sample is repeated `batch_size` times: Triton sends batch_size requests of batch 1 that
+//    the backend runs as one batch of batch_size. A model that does not batch (max_batch_size 0)
+//    accepts batch_size 1 only (Triton's backends fail "batch size N ..., max allowed is 0");
+//  - `count` (0 = once) is how many times the sample runs.
+//
+// The execution is built like a client request: checked by core/validate.ts (data types, shapes
+// against the config dims, reshape, BYTES element counts) and laid out by the scheduler's
+// `assemble` (one buffer, 64-byte aligned slots), requesting every output of the model.
+import { readFile } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import * as path from 'node:path';
+import type { ExecRequest } from '../backends/backend.js';
+import type { ModelConfig, ModelWarmup, ModelWarmupInput } from '../config/types.js';
+import { elementCount, elementSize, fromConfigType, splitBytes, type DataType } from '../core/datatypes.js';
+import { ServalError } from '../core/errors.js';
+import type { InferInputTensor, InferRequest } from '../core/types.js';
+import { validateRequest } from '../core/validate.js';
+import { assemble } from '../scheduler/scheduler.js';
+
+/** Triton's kWarmupDataFolder. */
+export const WARMUP_DATA_FOLDER = 'warmup';
+
+export interface WarmupSample {
+  /** The sample's `name` from the configuration. */
+  name: string;
+  req: ExecRequest;
+  /** How many times to run it (at least 1). */
+  count: number;
+}
+
+/**
+ * Builds one execution per `model_warmup` sample of a normalised configuration. `modelDir` is the
+ * model's directory in the repository (the one holding config.pbtxt and the `warmup` folder).
+ * Throws ServalError (INVALID_ARG) naming the model, the sample and the input on any problem.
+ */
+export async function warmupRequests(config: ModelConfig, modelDir: string): Promise<WarmupSample[]> {
+  const samples: WarmupSample[] = [];
+  const list = config.model_warmup ?? [];
+  for (let i = 0; i < list.length; i++) {
+    const sample = await buildSample(config, list[i]!, i, modelDir);
+    if (sample) samples.push(sample);
+  }
+  return samples;
+}
+
+async function buildSample(config: ModelConfig, w: ModelWarmup, index: number, modelDir: string): Promise<WarmupSample | undefined> {
+  const model = config.name ?? '';
+  const sampleName = w.name ?? '';
+  const where = `model '${model}': warmup sample '${sampleName || `#${index}`}'`;
+  const fail = (msg: string): ServalError => ServalError.invalidArg(`${where}: ${msg}`);
+
+  const batchSize = w.batch_size ?? 0;
+  if (batchSize === 0) return undefined; // Triton: "Skipping batch 0 warmup sample"
+  if (!Number.isInteger(batchSize) || batchSize < 0) throw fail(`batch_size must be a positive integer, got ${batchSize}`);
+  const maxBatch = config.max_batch_size ?? 0;
+  if (maxBatch === 0 && batchSize !== 1) {
+    throw fail(`batch_size is ${batchSize}, but the model does not support batching (max_batch_size 0), so batch_size must be 1`);
+  }
+  if (maxBatch > 0 && batchSize > maxBatch) {
+    throw fail(`batch_size ${batchSize} exceeds the model's max_batch_size ${maxBatch}`);
+  }
+
+  const configInputs = config.input ?? [];
+  const warmInputs = Object.entries(w.inputs ?? {});
+  for (const [name] of warmInputs) {
+    if (!configInputs.some((c) => c.name === name)) {
+      throw fail(
+        `unknown input '${name}'; the model's inputs are [${configInputs.map((c) => `'${c.name}'`).join(', ')}]`,
+      );
+    }
+  }
+  const missing = configInputs.filter((c) => !c.optional && !warmInputs.some(([n]) => n === c.name));
+  if (missing.length) {
+    throw fail(`no data for required input(s) [${missing.map((c) => `'${c.name}'`).join(', ')}]`);
+  }
+
+  const inputs: InferInputTensor[] = [];
+  for (const [name, wi] of warmInputs) {
+    const sampleData = await sampleBytes(name, wi, modelDir, (msg) => fail(`input '${name}': ${msg}`));
+    const datatype = fromConfigType(wi.data_type!) as DataType;
+    const dims = wi.dims ?? [];
+    inputs.push({
+      name,
+      datatype,
+      shape: maxBatch > 0 ? [batchSize, ...dims] : [...dims],
+      data: repeat(sampleData, batchSize),
+    });
+  }
+
+  const req: InferRequest = { modelName: model, modelVersion: '', id: '', inputs, parameters: {} };
+  let validated;
+  try {
+    validated = validateRequest(req, config);
+  } catch (e) {
+    if (!(e instanceof ServalError)) throw e;
+    throw fail(e.message.replace(/^\[request id: [^\]]*\] /, ''));
+  }
+  const exec = assemble([{ ...validated, requestStartNs: 0n }], validated.batchSize);
+  const count = w.count !== undefined && w.count > 0 ? w.count : 1;
+  return { name: sampleName, req: exec, count };
+}
+
+/** The bytes of one batch-1 sample of a warmup input. */
+async function sampleBytes(
+  name: string,
+  wi: ModelWarmupInput,
+  modelDir: string,
+  fail: (msg: string) => ServalError,
+): Promise<Uint8Array> {
+  const configType = wi.data_type ?? 'TYPE_INVALID';
+  const dt = fromConfigType(configType);
+  if (!dt) throw fail(`data_type ${configType} is not supported`);
+  const dims = wi.dims ?? [];
+  for (const d of dims) {
+    if (d === -1) throw fail(`all variable-size dimensions must be specified in warmup dims [${dims.join(',')}]`);
+    if (!Number.isInteger(d) || d < 0) throw fail(`invalid dimension ${d} in warmup dims [${dims.join(',')}]`);
+  }
+  const count = elementCount(dims);
+  const size = dt === 'BYTES' ? 4 : elementSize(dt); // BYTES: a zero 4-byte length per element
+
+  // Oneof: a member counts when set at all, whatever its value (model_config.proto).
+  if (wi.input_data_file !== undefined) {
+    return fileBytes(name, wi.input_data_file, dt, dims, count * size, modelDir, fail);
+  }
+  if (wi.random_data !== undefined && dt !== 'BYTES') {
+    const bytes = new Uint8Array(randomBytes(count * size));
+    if (dt === 'BOOL') for (let i = 0; i < bytes.length; i++) bytes[i]! &= 1;
+    return bytes;
+  }
+  if (wi.zero_data !== undefined || wi.random_data !== undefined) return new Uint8Array(count * size);
+  throw fail('no input data source; set one of zero_data, random_data or input_data_file');
+}
+
+async function fileBytes(
+  name: string,
+  file: string,
+  dt: DataType,
+  dims: number[],
+  need: number,
+  modelDir: string,
+  fail: (msg: string) => ServalError,
+): Promise<Uint8Array> {
+  const folder = path.resolve(modelDir, WARMUP_DATA_FOLDER);
+  const full = path.resolve(folder, file);
+  const rel = path.relative(folder, full);
+  if (!file || rel === '..' || rel.startsWith(`..${path.sep}`) || path.isAbsolute(rel)) {
+    throw fail(`input_data_file '${file}' must name a file inside the model's '${WARMUP_DATA_FOLDER}' folder`);
+  }
+  let data: Buffer;
+  try {
+    data = await readFile(full);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    throw fail(
+      `cannot read input_data_file '${file}' (${full}): ${code === 'ENOENT' ? 'no such file' : (e as Error).message}`,
+    );
+  }
+  if (dt === 'BYTES') {
+    let n: number;
+    try {
+      n = splitBytes(data, `input_data_file '${file}'`).length;
+    } catch (e) {
+      throw fail((e as Error).message);
+    }
+    const want = elementCount(dims);
+    if (n !== want) {
+      throw fail(`input_data_file '${file}' holds ${n} string element(s), but dims [${dims.join(',')}] need ${want}`);
+    }
+    return data;
+  }
+  if (data.byteLength < need) {
+    throw fail(
+      `input_data_file '${file}' has ${data.byteLength} bytes, but ${dt} dims [${dims.join(',')}] need ${need} bytes` +
+        ` (one sample, without the batch dimension)`,
+    );
+  }
+  return data.subarray(0, need);
+}
+
+function repeat(sample: Uint8Array, times: number): Uint8Array {
+  if (times === 1) return sample;
+  const out = new Uint8Array(sample.byteLength * times);
+  for (let i = 0; i < times; i++) out.set(sample, i * sample.byteLength);
+  return out;
+}
