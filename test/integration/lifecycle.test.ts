@@ -165,3 +165,54 @@ describe('none mode refuses repository load/unload', () => {
     }
   });
 });
+
+describe('graceful shutdown under load', () => {
+  it('SIGTERM: every accepted request, executing or queued, over HTTP and gRPC, completes; then exit 0', async () => {
+    const { makeRepo } = await import('./helpers/repo.js');
+    const { buildImageClassifier } = await import('../../tools/onnx/models.js');
+    const { inferBinary } = await import('./helpers/http.js');
+    const { grpcClient } = await import('./helpers/grpc.js');
+    const repo = makeRepo([
+      {
+        name: 'slow',
+        config: `name: "slow"
+platform: "onnxruntime_onnx"
+max_batch_size: 16
+input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ 3, 224, 224 ] } ]
+output [ { name: "OUTPUT" data_type: TYPE_FP32 dims: [ 11 ] } ]
+instance_group [ { count: 1 kind: KIND_CPU } ]
+parameters { key: "intra_op_thread_count" value: { string_value: "1" } }
+`,
+        versions: { 1: buildImageClassifier().onnx },
+      },
+    ]);
+    const server = await startServer(repo.dir);
+    const client = grpcClient(server.grpcAddress);
+    try {
+      const image = (n: number) => Buffer.from(new Float32Array(n * 3 * 224 * 224).fill(0.5).buffer);
+      const pending = async (): Promise<number> => {
+        const text = (await get(`http://127.0.0.1:${server.metricsPort()}`, '/metrics')).text();
+        return Number(/^nv_inference_pending_request_count\{[^}]*model="slow"[^}]*\} (\d+)$/m.exec(text)?.[1] ?? -1);
+      };
+      const httpCalls = Array.from({ length: 3 }, () =>
+        inferBinary(server.url, 'slow', [{ name: 'INPUT', datatype: 'FP32', shape: [8, 3, 224, 224], raw: image(8) }], { binaryOutput: true }),
+      );
+      const grpcCalls = Array.from({ length: 2 }, () =>
+        client.call('ModelInfer', { model_name: 'slow', inputs: [{ name: 'INPUT', datatype: 'FP32', shape: [1, 3, 224, 224] }], raw_input_contents: [image(1)] }),
+      );
+      await waitFor('five requests accepted', async () => (await pending()) === 5);
+      const stopped = server.stop(20_000);
+      const results = await Promise.allSettled([...httpCalls, ...grpcCalls]);
+      results.forEach((r, i) => expect(r.status, `request ${i}: ${String((r as PromiseRejectedResult).reason)}`).toBe('fulfilled'));
+      for (const r of results.slice(0, 3)) expect((r as PromiseFulfilledResult<{ status: number }>).value.status).toBe(200);
+      for (const r of results.slice(3)) {
+        expect((r as PromiseFulfilledResult<{ outputs: { shape: (string | number)[] }[] }>).value.outputs[0]!.shape.map(Number)).toEqual([1, 11]);
+      }
+      expect(await stopped).toBe(0);
+    } finally {
+      client.close();
+      await server.stop();
+      repo.cleanup();
+    }
+  });
+});
