@@ -218,21 +218,10 @@ export class Scheduler {
     const batching = batch[0]!.req.batchSize > 0;
     const total = batching ? batch.reduce((s, q) => s + q.req.batchSize, 0) : 0;
     let result: ExecResult;
-    try {
-      result = await instance.execute(assemble(batch.map((q) => q.req), total));
-    } catch (e) {
-      const err = asServalError(e);
-      const end = now();
-      for (const q of batch) {
-        this.stats.pending -= 1;
-        this.stats.recordFailure(q.req.requestStartNs, end, 'BACKEND');
-        q.reject(err);
-      }
-      return;
-    }
-    this.stats.recordExecution(Math.max(1, total), result.computeInputNs, result.computeInferNs, result.computeOutputNs);
     let perRequest: ScheduledOutput[][];
     try {
+      result = await instance.execute(assemble(batch.map((q) => q.req), total));
+      this.stats.recordExecution(Math.max(1, total), result.computeInputNs, result.computeInferNs, result.computeOutputNs);
       perRequest = scatter(result, batch.map((q) => q.req.batchSize), batching);
     } catch (e) {
       const err = asServalError(e);
