@@ -5,7 +5,8 @@ import { buildIdentity, buildImageClassifier } from '../../tools/onnx/models.js'
 import http from 'node:http';
 import { binaryBody, decodeResponse, get, inferBinary } from './helpers/http.js';
 import { grpcClient, status, type GrpcClient } from './helpers/grpc.js';
-import { makeRepo, type Repo } from './helpers/repo.js';
+import { makeRepo, slowClassifier, type Repo } from './helpers/repo.js';
+import { pendingRequests, waitPending as waitPendingOn } from './helpers/metrics.js';
 import { startServer, type ServerHandle } from './helpers/server.js';
 import { ALL_TYPES, bytesRaw, identityModel, randomRaw, rawOf, rng, splitBytesRaw, valuesOf, type Dt } from './helpers/tensors.js';
 
@@ -233,8 +234,12 @@ instance_group [ { count: 1 kind: KIND_CPU } ]
     for (let b = 0; b < 16; b++) rows.slice(b * 11, b * 11 + 11).forEach((v, k) => expect(v).toBeCloseTo(one[k]!, 5));
 
     expect(latencies.length, JSON.stringify(latencies)).toBeGreaterThanOrEqual(3);
-    const worst = Math.max(...latencies.map((l) => l.ms));
-    expect(worst, `health latencies during a ${longMs.toFixed(0)} ms inference: ${JSON.stringify(latencies)}`).toBeLessThan(50);
+    // A blocked event loop would hold a health check for the rest of the inference. Allow for
+    // scheduling noise on a loaded 2-core machine, but not for anything near that.
+    const sorted = latencies.map((l) => l.ms).sort((x, y) => x - y);
+    const detail = `health latencies during a ${longMs.toFixed(0)} ms inference: ${JSON.stringify(latencies)}`;
+    expect(sorted[Math.floor(sorted.length / 2)]!, detail).toBeLessThan(20);
+    expect(sorted[sorted.length - 1]!, detail).toBeLessThan(Math.max(50, longMs / 4));
   });
 });
 
@@ -250,35 +255,11 @@ describe('cancellation and shutdown with a busy single-instance model', () => {
   const long = () =>
     inferBinary(server.url, 'slow1', [{ name: 'INPUT', datatype: 'FP32', shape: [16, 3, 224, 224], raw: image(16) }], { binaryOutput: true });
 
-  async function pending(): Promise<number> {
-    const text = (await get(`http://127.0.0.1:${server.metricsPort()}`, '/metrics')).text();
-    const m = /^nv_inference_pending_request_count\{[^}]*model="slow1"[^}]*\} (\d+)$/m.exec(text);
-    if (!m) throw new Error('no nv_inference_pending_request_count for slow1 in /metrics');
-    return Number(m[1]);
-  }
-  async function waitPending(n: number, what: string): Promise<void> {
-    const deadline = Date.now() + 10_000;
-    while ((await pending()) !== n) {
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${n} pending request(s): ${what}`);
-      await sleep(5);
-    }
-  }
+  const pending = (): Promise<number> => pendingRequests(server, 'slow1');
+  const waitPending = (n: number, what: string): Promise<void> => waitPendingOn(server, 'slow1', n, what);
 
   beforeAll(async () => {
-    repo = makeRepo([
-      {
-        name: 'slow1',
-        config: `name: "slow1"
-platform: "onnxruntime_onnx"
-max_batch_size: 16
-input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ 3, 224, 224 ] } ]
-output [ { name: "OUTPUT" data_type: TYPE_FP32 dims: [ 11 ] } ]
-instance_group [ { count: 1 kind: KIND_CPU } ]
-parameters { key: "intra_op_thread_count" value: { string_value: "1" } }
-`,
-        versions: { 1: buildImageClassifier().onnx },
-      },
-    ]);
+    repo = makeRepo([slowClassifier('slow1', buildImageClassifier().onnx)]);
     server = await startServer(repo.dir);
     client = grpcClient(server.grpcAddress);
     await inferBinary(server.url, 'slow1', [{ name: 'INPUT', datatype: 'FP32', shape: [1, 3, 224, 224], raw: image(1) }]);

@@ -7,6 +7,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { get, inferJson, postJson } from './helpers/http.js';
 import { startServer, type ServerHandle } from './helpers/server.js';
+import { pendingRequests } from './helpers/metrics.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -168,32 +169,16 @@ describe('none mode refuses repository load/unload', () => {
 
 describe('graceful shutdown under load', () => {
   it('SIGTERM: every accepted request, executing or queued, over HTTP and gRPC, completes; then exit 0', async () => {
-    const { makeRepo } = await import('./helpers/repo.js');
+    const { makeRepo, slowClassifier } = await import('./helpers/repo.js');
     const { buildImageClassifier } = await import('../../tools/onnx/models.js');
     const { inferBinary } = await import('./helpers/http.js');
     const { grpcClient } = await import('./helpers/grpc.js');
-    const repo = makeRepo([
-      {
-        name: 'slow',
-        config: `name: "slow"
-platform: "onnxruntime_onnx"
-max_batch_size: 16
-input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ 3, 224, 224 ] } ]
-output [ { name: "OUTPUT" data_type: TYPE_FP32 dims: [ 11 ] } ]
-instance_group [ { count: 1 kind: KIND_CPU } ]
-parameters { key: "intra_op_thread_count" value: { string_value: "1" } }
-`,
-        versions: { 1: buildImageClassifier().onnx },
-      },
-    ]);
+    const repo = makeRepo([slowClassifier('slow', buildImageClassifier().onnx)]);
     const server = await startServer(repo.dir);
     const client = grpcClient(server.grpcAddress);
     try {
       const image = (n: number) => Buffer.from(new Float32Array(n * 3 * 224 * 224).fill(0.5).buffer);
-      const pending = async (): Promise<number> => {
-        const text = (await get(`http://127.0.0.1:${server.metricsPort()}`, '/metrics')).text();
-        return Number(/^nv_inference_pending_request_count\{[^}]*model="slow"[^}]*\} (\d+)$/m.exec(text)?.[1] ?? -1);
-      };
+      const pending = (): Promise<number> => pendingRequests(server, 'slow');
       const httpCalls = Array.from({ length: 3 }, () =>
         inferBinary(server.url, 'slow', [{ name: 'INPUT', datatype: 'FP32', shape: [8, 3, 224, 224], raw: image(8) }], { binaryOutput: true }),
       );

@@ -5,7 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildImageClassifier } from '../../tools/onnx/models.js';
 import { binaryBody, get, inferBinary, request } from './helpers/http.js';
 import { grpcClient, status, type GrpcClient } from './helpers/grpc.js';
-import { makeRepo, type Repo } from './helpers/repo.js';
+import { makeRepo, slowClassifier, type Repo } from './helpers/repo.js';
+import { waitPending as waitPendingOn } from './helpers/metrics.js';
 import { startServer, type ServerHandle } from './helpers/server.js';
 
 const image = (n: number): Buffer => Buffer.from(new Float32Array(n * 3 * 224 * 224).fill(0.25).buffer);
@@ -17,19 +18,7 @@ describe('queue policy over HTTP and gRPC', () => {
   let client: GrpcClient;
 
   const stats = async () => (await get(server.url, '/v2/models/slowq/stats')).json().model_stats[0];
-  async function pending(): Promise<number> {
-    const text = (await get(`http://127.0.0.1:${server.metricsPort()}`, '/metrics')).text();
-    const m = /^nv_inference_pending_request_count\{[^}]*model="slowq"[^}]*\} (\d+)$/m.exec(text);
-    if (!m) throw new Error('no nv_inference_pending_request_count for slowq');
-    return Number(m[1]);
-  }
-  async function waitPending(n: number): Promise<void> {
-    const deadline = Date.now() + 10_000;
-    while ((await pending()) !== n) {
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${n} pending request(s)`);
-      await sleep(5);
-    }
-  }
+  const waitPending = (n: number): Promise<void> => waitPendingOn(server, 'slowq', n);
   /** A long execution (batch 16 on one thread) that keeps the single instance busy. */
   const long = () => inferBinary(server.url, 'slowq', [{ name: 'INPUT', datatype: 'FP32', shape: [16, 3, 224, 224], raw: image(16) }], { binaryOutput: true });
   const one = (parameters: Record<string, unknown> = {}) => {
@@ -44,16 +33,10 @@ describe('queue policy over HTTP and gRPC', () => {
 
   beforeAll(async () => {
     repo = makeRepo([
-      {
-        name: 'slowq',
-        config: `name: "slowq"
-platform: "onnxruntime_onnx"
-max_batch_size: 16
-input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ 3, 224, 224 ] } ]
-output [ { name: "OUTPUT" data_type: TYPE_FP32 dims: [ 11 ] } ]
-instance_group [ { count: 1 kind: KIND_CPU } ]
-parameters { key: "intra_op_thread_count" value: { string_value: "1" } }
-dynamic_batching {
+      slowClassifier(
+        'slowq',
+        buildImageClassifier().onnx,
+        `dynamic_batching {
   priority_levels: 2
   default_priority_level: 2
   default_queue_policy { max_queue_size: 1 }
@@ -63,8 +46,7 @@ dynamic_batching {
   }
 }
 `,
-        versions: { 1: buildImageClassifier().onnx },
-      },
+      ),
     ]);
     server = await startServer(repo.dir);
     client = grpcClient(server.grpcAddress);

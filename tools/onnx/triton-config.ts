@@ -3,21 +3,10 @@
  * the example models. Only the fields the generators use are supported.
  */
 
-/** Triton data type names (model_config.proto DataType). */
-export type TritonDataType =
-  | 'TYPE_BOOL'
-  | 'TYPE_UINT8'
-  | 'TYPE_UINT16'
-  | 'TYPE_UINT32'
-  | 'TYPE_UINT64'
-  | 'TYPE_INT8'
-  | 'TYPE_INT16'
-  | 'TYPE_INT32'
-  | 'TYPE_INT64'
-  | 'TYPE_FP16'
-  | 'TYPE_FP32'
-  | 'TYPE_FP64'
-  | 'TYPE_STRING';
+import type { DataType } from '../../src/config/types.js';
+
+/** Triton data type names the generators write (model_config.proto DataType). */
+export type TritonDataType = Exclude<DataType, 'TYPE_INVALID' | 'TYPE_BF16'>;
 
 export interface TensorConfig {
   name: string;

@@ -64,3 +64,23 @@ export function transposeModel(): Uint8Array {
   g.output('OUTPUT', 'int32', ['batch', 4, 4]);
   return g.encode();
 }
+
+/**
+ * A single-instance, single-thread image classifier: a batch of 16 takes ~100+ ms, long enough
+ * to keep the instance busy while a test queues, cancels or times out other requests.
+ * `extraConfig` is appended to its config.pbtxt (e.g. a dynamic_batching section).
+ */
+export function slowClassifier(name: string, onnx: Uint8Array, extraConfig = ''): FixtureModel {
+  return {
+    name,
+    config: `name: "${name}"
+platform: "onnxruntime_onnx"
+max_batch_size: 16
+input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ 3, 224, 224 ] } ]
+output [ { name: "OUTPUT" data_type: TYPE_FP32 dims: [ 11 ] } ]
+instance_group [ { count: 1 kind: KIND_CPU } ]
+parameters { key: "intra_op_thread_count" value: { string_value: "1" } }
+${extraConfig}`,
+    versions: { 1: onnx },
+  };
+}
