@@ -122,6 +122,7 @@ const port = await new Promise<number>((resolve, reject) =>
 );
 console.log(`Started GRPCInferenceService at 0.0.0.0:${port}`);
 const stop = () => {
+  console.log(`bare-grpc: ${counters.count} calls answered`);
   if (countCancelled) {
     console.log(`bare-grpc: ${counters.count} calls answered; 'cancelled' events: ${cancelledAfterAnswer} after the answer, ${cancelledBefore} before it`);
   }

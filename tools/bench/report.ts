@@ -13,6 +13,9 @@ function rate(x: number | undefined): string {
   if (x >= 10) return x.toFixed(1);
   return x.toFixed(2);
 }
+/** Throughput of a point, with † when other processes used > 0.25 cores during it. */
+const rateP = (p: Point | undefined) =>
+  p?.res ? `${rate(p.res.throughput)}${(p.use?.otherCores ?? 0) > 0.25 ? ' †' : ''}` : p && !p.ok ? 'failed' : '–';
 const pct = (x: number | undefined) => (x === undefined || !Number.isFinite(x) ? '–' : `${(100 * x).toFixed(0)}%`);
 const times = (x: number | undefined) => (x === undefined || !Number.isFinite(x) ? '–' : `${x.toFixed(2)}×`);
 const ms = (us: number | undefined) => (us === undefined || !Number.isFinite(us) ? '–' : (us / 1000).toFixed(2));
@@ -122,7 +125,7 @@ export function renderMarkdown(r: Results): string {
     '',
     '### Targets',
     '',
-    `Throughput targets are evaluated at concurrency ${C}; (a) is the mean of the sweep and the re-check when both exist.`,
+    `Throughput targets are evaluated at concurrency ${C}; (a) is the higher of the sweep and the re-check when both exist (noise only ever slows a tight loop down).`,
     '',
     table(['target', 'protocol', 'measured', 'required', 'result'], r.targets.map((t) => [t.what, t.protocol, t.measured, t.required, verdict(t.met)])),
     '',
@@ -164,7 +167,7 @@ export function renderMarkdown(r: Results): string {
     L.push(
       '### (b) no dynamic batching, (c) dynamic batching, (d) dynamic batching + 2 instances',
       '',
-      'perf_analyzer infer/s at batch 1 per request. "avg batch" = server inference count / execution count. Cores: CPU used during the whole perf_analyzer run (start-up and stabilisation included) by the server\'s main thread, the whole server, perf_analyzer, and everything else on the machine (from /proc). The last column divides throughput by the CPU actually used, to separate "slower per CPU" from "less CPU available" (perf_analyzer shares the 2 cores).',
+      'perf_analyzer infer/s at batch 1 per request. "avg batch" = server inference count / execution count. Cores: CPU used during the whole perf_analyzer run (start-up and stabilisation included) by the server\'s main thread, the whole server, perf_analyzer, and everything else on the machine (from /proc). The last column divides throughput by the CPU actually used, to separate "slower per CPU" from "less CPU available" (perf_analyzer shares the 2 cores). † = other processes used more than 0.25 cores during that point even after one wait-and-retry (treat it as noise).',
       '',
     );
     const rows: string[][] = [];
@@ -184,7 +187,7 @@ export function renderMarkdown(r: Results): string {
           const perCore = tc !== undefined && c?.use?.serverCores ? tc / c.use.serverCores : undefined;
           const aPerCore = a ? a.best.itemsPerS / a.best.threads : undefined;
           rows.push([
-            m, proto, String(conc), rate(tb), rate(tc), rate(td), rate(c1?.res?.throughput),
+            m, proto, String(conc), rateP(b), rateP(c), rateP(d), rateP(c1),
             times(tb && tc !== undefined ? tc / tb : undefined), times(tc && td !== undefined ? td / tc : undefined),
             pct(tc !== undefined && a ? tc / a.bestValue : undefined),
             `${avgBatch(c)} / ${avgBatch(d)}`,
@@ -214,7 +217,7 @@ export function renderMarkdown(r: Results): string {
     for (const p of simple.filter((x) => x.variant === 's' && x.conc > 1)) {
       const e = find(r, { phase: 'simple', variant: 'e', proto: p.proto, conc: p.conc, repeat: p.repeat })[0];
       rows.push([
-        p.proto, String(p.conc), String(p.repeat + 1), rate(p.res?.throughput), rate(e?.res?.throughput),
+        p.proto, String(p.conc), String(p.repeat + 1), rateP(p), rateP(e),
         pct(p.res && e?.res ? p.res.throughput / e.res.throughput : undefined),
         `${ms(p.res?.p50Us)} / ${ms(e?.res?.p50Us)}`,
         cores(p.use?.mainCores), cores(p.use?.serverCores), cores(e?.use?.serverCores),
@@ -280,7 +283,7 @@ export function renderMarkdown(r: Results): string {
 
   const failed = r.points.filter((p) => !p.ok);
   if (failed.length || r.errors.length) {
-    L.push('### Failures', '', ...r.errors.map((e) => `- ${e}`), '');
+    L.push('### Notes and failures', '', ...r.errors.map((e) => `- ${e}`), '');
   }
 
   L.push(

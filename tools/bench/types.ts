@@ -24,7 +24,7 @@ export interface Ceiling {
   /** The same two configurations measured again after the model's server runs (full mode). */
   afterBest?: number;
   afterBatch1?: number;
-  /** Values the targets use: the mean of the sweep and the re-check where both exist. */
+  /** Values the targets use: the higher of the sweep and the re-check where both exist. */
   bestValue: number;
   batch1Value: number;
   /** Cores used by other processes during the sweep (noise indicator). */
@@ -60,6 +60,10 @@ export interface Point {
 
 export interface ProfileRun {
   scenario: string;
+  server: Point['server'];
+  proto: Protocol;
+  /** Requests the server answered while it was profiled (its statistics), to turn time into µs per request. */
+  requests?: number;
   point?: Point;
   main?: ProfileSummary;
   workers: { file: string; busyFraction: number; totalMs: number }[];
