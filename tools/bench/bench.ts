@@ -157,6 +157,21 @@ function sh(cmd: string, args: string[]): string {
   }
 }
 
+/** perf_analyzer 2.51 sometimes exits before flushing `--version`'s output into a pipe: retry, then fall back to the install path. */
+function paVersion(): string {
+  for (let i = 0; i < 5; i++) {
+    const v = sh('bash', ['-c', '"$0" --version 2>&1 | cat', PA]).split('\n').filter(Boolean).pop();
+    if (v && /Version/i.test(v)) return v;
+  }
+  try {
+    const m = readFileSync(PA, 'utf8').match(/perf_analyzer-(\d+\.\d+\.\d+)/);
+    if (m) return `${m[1]} (from its install path)`;
+  } catch {
+    /* a binary, not the wrapper */
+  }
+  return 'unknown';
+}
+
 function pkgVersion(name: string): string {
   try {
     return (JSON.parse(readFileSync(path.join(ROOT, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version;
@@ -180,8 +195,7 @@ function setupInfo(): [string, string][] {
     ['Node.js', process.version],
     ['onnxruntime-node', pkgVersion('onnxruntime-node')],
     ['fastify / @grpc/grpc-js / @grpc/proto-loader', `${pkgVersion('fastify')} / ${pkgVersion('@grpc/grpc-js')} / ${pkgVersion('@grpc/proto-loader')}`],
-    // perf_analyzer does not flush stdout on --version when it is a pipe.
-    ['perf_analyzer', sh('stdbuf', ['-o0', PA, '--version']).split('\n').filter(Boolean).pop() ?? 'unknown'],
+    ['perf_analyzer', paVersion()],
     ['Serval commit', `${sh('git', ['rev-parse', '--short', 'HEAD'])}${dirty ? ` + ${dirty} uncommitted changes in the work tree` : ''}`],
     ['Load average at start', os.loadavg().map((x) => x.toFixed(2)).join(' ')],
   ];
@@ -429,7 +443,7 @@ class Bench {
     const res = r.code === 0 ? parsePerfAnalyzer(r.stdout) : undefined;
     const point: Point = {
       phase: p.phase, model: p.model, variant: p.variant, modelName: p.modelName, server: managed.name,
-      proto: p.proto, conc: p.conc, repeat: p.repeat, ok: !!res, stability, res, use: r.use, command,
+      proto: p.proto, conc: p.conc, repeat: p.repeat, ok: !!res, stability, res, use: r.use, monoUs: r.monoUs, command,
       log: rel(logFile), seconds: (Date.now() - t0) / 1000,
     };
     if (!res) {
@@ -593,12 +607,13 @@ class Bench {
         // CPU.<date>.<time>.<pid>.<threadId>.<seq>.cpuprofile; the main thread has threadId 0.
         const main = files.find((f) => f.split('.')[4] === '0');
         if (!main) throw new Error(`no main-thread profile in ${rel(dir)} (files: ${files.join(', ') || 'none'})`);
-        run.main = summarizeProfile(path.join(dir, main), 15);
+        // Only the samples taken while perf_analyzer ran (not start-up and shutdown).
+        run.main = summarizeProfile(path.join(dir, main), 15, run.point?.monoUs);
         run.main.file = rel(run.main.file);
         log(`    ${run.requests ?? '?'} requests answered while profiled`);
         log(formatSummary(run.main));
         for (const f of files.filter((x) => x !== main)) {
-          const s = summarizeProfile(path.join(dir, f), 5);
+          const s = summarizeProfile(path.join(dir, f), 5, run.point?.monoUs);
           run.workers.push({ file: rel(s.file), busyFraction: s.busyFraction, totalMs: s.totalMs });
         }
       } catch (e) {

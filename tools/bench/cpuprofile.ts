@@ -30,6 +30,7 @@ interface CpuProfile {
 
 export interface ProfileSummary {
   file: string;
+  /** Sampled time counted (the window's, when one was given). */
   totalMs: number;
   idleMs: number;
   /** Share of the profiled time the thread was not idle. */
@@ -67,17 +68,27 @@ export function bucketOf(cf: CallFrame): string {
   return 'other';
 }
 
-export function summarizeProfile(file: string, topN = 15): ProfileSummary {
+/**
+ * `window` ([start, end] in CLOCK_MONOTONIC µs, the clock of the profile's timestamps) keeps
+ * only the samples taken inside it.
+ */
+export function summarizeProfile(file: string, topN = 15, window?: [number, number]): ProfileSummary {
   const p = JSON.parse(readFileSync(file, 'utf8')) as CpuProfile;
   const byId = new Map<number, ProfileNode>();
   for (const n of p.nodes) byId.set(n.id, n);
   const selfUs = new Map<number, number>();
   // timeDeltas[i] is the time from sample i-1 to sample i; the time until the next sample is
   // spent where sample i was taken.
+  let ts = p.startTime;
+  let windowed = 0;
   for (let i = 0; i < p.samples.length; i++) {
+    ts += p.timeDeltas[i] ?? 0;
+    if (window && (ts < window[0] || ts > window[1])) continue;
+    windowed++;
     const dt = p.timeDeltas[i + 1] ?? 0;
     selfUs.set(p.samples[i]!, (selfUs.get(p.samples[i]!) ?? 0) + Math.max(0, dt));
   }
+  if (window && windowed === 0) throw new Error(`${file}: no samples inside the window (clock mismatch?)`);
   let total = 0;
   const buckets = new Map<string, number>();
   const fns = new Map<string, { fn: string; where: string; bucket: string; us: number }>();

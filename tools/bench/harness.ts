@@ -117,6 +117,8 @@ export interface RunResult {
   cpuS: number;
   use: CpuUse;
   timedOut: boolean;
+  /** CLOCK_MONOTONIC µs at start and end (the clock V8's CPU profiles use), to cut a profile to this run. */
+  monoUs: [number, number];
 }
 
 /**
@@ -129,6 +131,7 @@ export async function runMeasured(cmd: string[], log: string, timeoutS: number, 
   const useTime = existsSync('/usr/bin/time');
   const argv = useTime ? ['/usr/bin/time', '-f', '%U %S', '-o', timeFile, ...cmd] : cmd;
   const before = snapshot(serverPid);
+  const monoStart = Number(process.hrtime.bigint() / 1000n);
   const child = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout.on('data', (d: Buffer) => (out += d.toString()));
@@ -140,6 +143,7 @@ export async function runMeasured(cmd: string[], log: string, timeoutS: number, 
   }, timeoutS * 1000);
   const code = await new Promise<number | null>((r) => child.on('close', (c) => r(c)));
   clearTimeout(timer);
+  const monoEnd = Number(process.hrtime.bigint() / 1000n);
   const after = snapshot(serverPid);
   let cpuS = 0;
   if (useTime && existsSync(timeFile)) {
@@ -147,7 +151,7 @@ export async function runMeasured(cmd: string[], log: string, timeoutS: number, 
     if (m) cpuS = Number(m[1]) + Number(m[2]);
   }
   writeFileSync(log, `# ${cmd.join(' ')}\n${out}\n`, { flag: 'a' });
-  return { code, stdout: out, cpuS, use: cpuUse(before, after, cpuS), timedOut };
+  return { code, stdout: out, cpuS, use: cpuUse(before, after, cpuS), timedOut, monoUs: [monoStart, monoEnd] };
 }
 
 // ------------------------------------------------------------------ perf_analyzer output

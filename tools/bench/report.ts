@@ -1,6 +1,6 @@
 // Targets and the Markdown / console rendering of one benchmark run.
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import type { Ceiling, Point, Protocol, Results, Target } from './types.js';
+import type { Ceiling, Point, ProfileRun, Protocol, Results, Target } from './types.js';
 
 export const BEGIN = '<!-- bench:generated:begin (tools/bench/run.sh rewrites everything up to the end marker) -->';
 export const END = '<!-- bench:generated:end -->';
@@ -258,7 +258,37 @@ export function renderMarkdown(r: Results): string {
 
   // profiles
   if (r.profiles.length) {
-    L.push('### CPU profiles of the server under load', '', 'Separate runs with `node --cpu-prof` (the profiler slows the server; these throughputs are not used above). Self time of the **main thread**, bucketed by where the code lives; "(program)" is native time V8 cannot attribute to a JS function (libuv, syscalls, native parts of node core).', '');
+    L.push(
+      '### CPU profiles of the servers under load',
+      '',
+      'Separate runs with `node --cpu-prof` (the profiler slows the server; these throughputs are not used above), cut to the samples taken while perf_analyzer ran. Self time of the **main thread**, bucketed by where the code lives. "(program)" is native time V8 cannot attribute to a JS function (libuv, syscalls, native parts of node core); "native builtins" are C++ functions called from JS (`postMessage`, socket `writev`, generated protobuf codecs). The sampler records wall time: a native call during which the thread was descheduled (both cores busy) is counted as that call\'s self time. "µs per request" divides by the requests the server answered during the run (its statistics).',
+      '',
+    );
+    const perReq = (pr: ProfileRun, ms: number) => (pr.requests ? (ms * 1000) / pr.requests : undefined);
+    const us = (x: number | undefined) => (x === undefined ? '–' : x.toFixed(1));
+    for (const proto of ['grpc', 'http'] as const) {
+      const sv = r.profiles.find((p) => p.server === 'serval' && p.proto === proto && p.point?.model === 'simple' && p.main && p.requests);
+      const bare = r.profiles.find((p) => p.server !== 'serval' && p.proto === proto && p.main && p.requests);
+      if (!sv || !bare) continue;
+      const names = [...new Set([...sv.main!.buckets, ...bare.main!.buckets].map((b) => b.bucket))].filter((b) => b !== 'idle');
+      const get = (pr: ProfileRun, b: string) => perReq(pr, pr.main!.buckets.find((x) => x.bucket === b)?.ms ?? 0);
+      names.sort((a, b) => (get(sv, b) ?? 0) - (get(sv, a) ?? 0));
+      const busy = (pr: ProfileRun) => perReq(pr, pr.main!.totalMs - pr.main!.idleMs);
+      L.push(
+        `#### Main-thread time per request, \`simple\` at concurrency 16 over ${proto}: Serval vs the bare ${proto === 'grpc' ? 'grpc-js' : 'fastify'} server`,
+        '',
+        table(
+          ['bucket', 'Serval µs / request', 'bare µs / request', 'difference'],
+          [
+            ['**busy (not idle), total**', `**${us(busy(sv))}**`, `**${us(busy(bare))}**`, `**${us((busy(sv) ?? 0) - (busy(bare) ?? 0))}**`],
+            ...names.slice(0, 16).map((b) => [b, us(get(sv, b)), us(get(bare, b)), us((get(sv, b) ?? 0) - (get(bare, b) ?? 0))]),
+          ],
+        ),
+        '',
+        `Requests during the profiled runs: Serval ${sv.requests}, bare ${bare.requests}; throughput under the profiler ${rate(sv.point?.res?.throughput)} vs ${rate(bare.point?.res?.throughput)} infer/s.`,
+        '',
+      );
+    }
     for (const pr of r.profiles) {
       L.push(`#### ${pr.scenario}`, '');
       if (pr.error) {
@@ -268,15 +298,18 @@ export function renderMarkdown(r: Results): string {
       const m = pr.main!;
       const t = pr.point?.res?.throughput;
       L.push(
-        `${rate(t)} infer/s under the profiler; main thread busy **${pct(m.busyFraction)}** of ${(m.totalMs / 1000).toFixed(1)} s (${m.file}); main-thread cores from /proc during the run ${cores(pr.point?.use?.mainCores)}, perf_analyzer ${cores(pr.point?.use?.loadGenCores)}.` +
+        `${pr.server}, ${pr.proto}: ${rate(t)} infer/s under the profiler; main thread busy **${pct(m.busyFraction)}** of ${(m.totalMs / 1000).toFixed(1)} s` +
+          (pr.requests ? `, **${us(perReq(pr, m.totalMs - m.idleMs))} µs of main-thread time per request** (${pr.requests} requests)` : '') +
+          ` (${m.file}); main-thread cores from /proc during the run ${cores(pr.point?.use?.mainCores)}, perf_analyzer ${cores(pr.point?.use?.loadGenCores)}.` +
           (pr.workers.length ? ` Worker-thread profiles: ${pr.workers.map((w) => `busy ${pct(w.busyFraction)}`).join(', ')} (JS only; ORT's own threads are not in them).` : ''),
         '',
         table(['main-thread bucket', 'share', 'ms'], m.buckets.slice(0, 12).map((b) => [b.bucket, pct(b.share), b.ms.toFixed(0)])),
         '',
         table(['top function (self)', 'where', 'share'], m.top.slice(0, 12).map((f) => [`\`${f.fn}\``, f.where ? `\`${f.where}\`` : '', `${(100 * f.share).toFixed(1)}%`])),
         '',
-        table(["Serval's functions (inclusive)", 'where', 'share'], (m.servalInclusive ?? []).slice(0, 10).map((f) => [`\`${f.fn}\``, `\`${f.where}\``, `${(100 * f.share).toFixed(1)}%`])),
-        '',
+        (m.servalInclusive ?? []).length
+          ? table(["Serval's functions (inclusive)", 'where', 'share'], m.servalInclusive.slice(0, 10).map((f) => [`\`${f.fn}\``, `\`${f.where}\``, `${(100 * f.share).toFixed(1)}%`])) + '\n'
+          : '',
       );
     }
   }
@@ -334,7 +367,7 @@ export function writeDoc(file: string, generated: string): void {
     [
       '# Benchmarks',
       '',
-      'Reproduce with `npm run build && bash tools/bench/run.sh` (full, ≈15 min) or `bash tools/bench/run.sh --quick` (≈2–3 min).',
+      'Reproduce with `npm run build && bash tools/bench/run.sh` (full, ≈12 min) or `bash tools/bench/run.sh --quick` (≈2.5 min).',
       '',
       '## Latest run',
       '',

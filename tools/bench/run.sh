@@ -5,8 +5,8 @@
 # and CPU profiles of the server under load. Writes docs/benchmarks.md (the generated section)
 # and tmp/bench/run-<time>/ (logs, perf_analyzer CSVs, profiles, results.json).
 #
-#   npm run build && bash tools/bench/run.sh            # full, ~15 min on 2 cores
-#   bash tools/bench/run.sh --quick                      # ~2-3 min, fewer points, no profiles
+#   npm run build && bash tools/bench/run.sh            # full, ~12 min on 2 cores (at most ~15 with noise retries)
+#   bash tools/bench/run.sh --quick                      # ~2.5 min: concurrency 32, gRPC only for the models, no profiles
 #   bash tools/bench/run.sh --models ranker_mlp,simple   # a subset (ranker_mlp, image_classifier, resnet50, simple)
 #   bash tools/bench/run.sh --profile | --no-profile     # force CPU profiles on / off
 #   bash tools/bench/run.sh --out /tmp/bench.md          # write the report elsewhere

@@ -53,6 +53,8 @@ export interface Point {
   stability: number;
   res?: PaResult;
   use?: CpuUse;
+  /** CLOCK_MONOTONIC µs around the perf_analyzer run. */
+  monoUs?: [number, number];
   command: string;
   log: string;
   seconds: number;
