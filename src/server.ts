@@ -74,15 +74,20 @@ export async function startServer(opts: ServerOptions, log: Logger, print: (line
   let http: FastifyInstance | undefined;
   let grpcServer: grpc.Server | undefined;
   let metrics: http.Server | undefined;
+  let stopping: Promise<void> | undefined;
   const running: RunningServer = { core, stop };
+  // Which front-end failed, and on which address, is what an operator needs (a busy port).
+  let starting = '';
   try {
     if (opts.allowGrpc) {
+      starting = `the gRPC service on ${opts.grpcAddress}:${opts.grpcPort}`;
       const g = await startGrpcServer(core, log, opts.grpcAddress, opts.grpcPort);
       grpcServer = g.server;
       running.grpcPort = g.port;
       print(`Started GRPCInferenceService at ${opts.grpcAddress}:${g.port}`);
     }
     if (opts.allowHttp) {
+      starting = `the HTTP service on ${opts.httpAddress}:${opts.httpPort}`;
       http = buildHttpServer(core, log, { maxInputSize: opts.httpMaxInputSize });
       await http.listen({ port: opts.httpPort, host: opts.httpAddress });
       const addr = http.server.address();
@@ -90,6 +95,7 @@ export async function startServer(opts: ServerOptions, log: Logger, print: (line
       print(`Started HTTPService at ${opts.httpAddress}:${running.httpPort}`);
     }
     if (opts.allowMetrics) {
+      starting = `the metrics service on ${opts.metricsAddress}:${opts.metricsPort}`;
       const m = await startMetricsServer(core, opts.metricsAddress, opts.metricsPort);
       metrics = m.server;
       running.metricsPort = m.port;
@@ -97,10 +103,9 @@ export async function startServer(opts: ServerOptions, log: Logger, print: (line
     }
   } catch (e) {
     await stop();
-    throw new StartupError(`failed to start front-ends: ${(e as Error).message}`);
+    throw new StartupError(`failed to start ${starting}: ${(e as Error).message}`);
   }
 
-  let stopping: Promise<void> | undefined;
   function stop(): Promise<void> {
     stopping ??= (async () => {
       core.stopAccepting();

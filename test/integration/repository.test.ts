@@ -1,11 +1,14 @@
 // Model repository handling of the built server: broken and mismatched configurations, version
 // policies, reshape, start-up failures and command-line errors. Each case builds its own small
 // repository in a temporary folder.
+import net from 'node:net';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildSimple } from '../../tools/onnx/models.js';
 import { expectSimpleWorks } from './helpers/checks.js';
 import { get, inferBinary, inferJson, type HttpResult } from './helpers/http.js';
 import { makeRepo, scaleConfig, scaleModel, transposeModel, type Repo } from './helpers/repo.js';
+import { ROOT } from './helpers/paths.js';
 import { runCli, runServerToExit, startServer, type ServerHandle } from './helpers/server.js';
 import { rawOf } from './helpers/tensors.js';
 
@@ -285,4 +288,22 @@ describe('command line', () => {
       repo.cleanup();
     }
   });
+});
+
+describe('a front-end that cannot start', () => {
+  for (const [flag, service] of [['--grpc-port', 'gRPC'], ['--http-port', 'HTTP'], ['--metrics-port', 'metrics']] as const) {
+    it(`a busy ${service} port: exit 1, naming the service and the address`, async () => {
+      const blocker = net.createServer();
+      await new Promise<void>((r) => blocker.listen(0, '127.0.0.1', () => r()));
+      const port = (blocker.address() as net.AddressInfo).port;
+      try {
+        const r = await runServerToExit(path.join(ROOT, 'model_repository'), ['--model-control-mode', 'explicit', '--load-model', 'simple', flag, String(port)]);
+        expect(r.code).toBe(1);
+        expect(r.stderr).toContain(`failed to start the ${service} service on 127.0.0.1:${port}`);
+        expect(r.stderr).not.toMatch(/ReferenceError|fatal/);
+      } finally {
+        blocker.close();
+      }
+    });
+  }
 });
