@@ -11,15 +11,19 @@ export interface TensorSlot {
   byteLength: number;
 }
 
-/** A batch ready to run: every input lives in one buffer, transferred to the instance. */
+/** A batch ready to run: every input lives in `data`, at its slot's offset. */
 export interface ExecRequest {
-  buffer: ArrayBuffer;
+  data: Uint8Array;
   inputs: TensorSlot[];
   outputs: string[];
 }
 
-export interface ExecOutput extends TensorSlot {
-  buffer: ArrayBuffer;
+/** One output of an execution; its bytes belong to the caller from then on. */
+export interface ExecOutput {
+  name: string;
+  datatype: DataType;
+  dims: number[];
+  data: Uint8Array;
 }
 
 export interface ExecResult {
@@ -40,6 +44,13 @@ export interface InstancePlacement {
 
 export interface ModelInstance {
   readonly placement: InstancePlacement;
+  /**
+   * Memory for the inputs of the next execution (the batch is assembled straight into it), valid
+   * until that execution settles. Called only while the instance is idle. Instances without it
+   * take any buffer.
+   */
+  inputBuffer?(byteLength: number): Uint8Array;
+  /** Runs one batch; an instance runs one execution at a time. */
   execute(req: ExecRequest): Promise<ExecResult>;
   close(): Promise<void>;
 }

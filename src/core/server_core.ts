@@ -133,7 +133,7 @@ export class InferenceCore {
       requestStartNs,
       priority: uintParam(req, 'priority'),
       timeoutUs: uintParam(req, 'timeout'),
-      signal: req.signal,
+      cancellation: req.cancellation,
     });
     const byName = new Map(produced.map((o) => [o.name, o]));
     const wanted = req.outputs && req.outputs.length ? req.outputs : v.outputs.map((name) => ({ name, classCount: undefined }));

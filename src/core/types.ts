@@ -1,6 +1,7 @@
 // The request/response types shared by every front-end and the core. Tensor data is always
 // raw little-endian bytes (BYTES: 4-byte length-prefixed elements), never JS number arrays.
 import type { DataType } from './datatypes.js';
+import type { Cancellation } from './cancel.js';
 
 export type ParamValue = string | number | boolean | bigint;
 export type Params = Record<string, ParamValue>;
@@ -30,8 +31,8 @@ export interface InferRequest {
   /** Absent or empty: every output of the model. */
   outputs?: RequestedOutput[];
   parameters: Params;
-  /** Aborted when the client goes away; a queued request is then dropped. */
-  signal?: AbortSignal;
+  /** Cancelled when the client goes away; a queued request is then dropped. */
+  cancellation?: Cancellation;
 }
 
 export interface InferOutputTensor {

@@ -53,6 +53,7 @@ export class ModelVersion {
           modelPath: file,
           intraOpThreads: threads.intra,
           interOpThreads: threads.inter,
+          allowSpinning: threads.allowSpinning,
           cudaDeviceId: p.deviceId,
           graphOptimizationLevel: level === -1 ? 'basic' : 'all',
         }),
@@ -105,8 +106,7 @@ async function warmUp(config: ModelConfig, modelDir: string, instances: ModelIns
     instances.map(async (inst) => {
       for (const s of samples) {
         for (let i = 0; i < Math.max(1, s.count); i++) {
-          // Each execution transfers its buffer away, so every run gets its own copy.
-          await inst.execute({ ...s.req, buffer: s.req.buffer.slice(0) }).catch((e: Error) => {
+          await inst.execute(s.req).catch((e: Error) => {
             throw ServalError.invalidArg(`model '${config.name}': warmup sample '${s.name}' failed on ${inst.placement.name}: ${e.message}`);
           });
         }

@@ -3,6 +3,7 @@
 // requests of compatible shapes are merged into one execution (Triton's dynamic batcher).
 import { elementCount, type DataType } from '../core/datatypes.js';
 import { ServalError, asServalError } from '../core/errors.js';
+import type { Cancellation } from '../core/cancel.js';
 import type { ExecRequest, ExecResult, ModelInstance, TensorSlot } from '../backends/backend.js';
 import type { FailureReason, ModelStats, RequestTiming } from '../stats/model_stats.js';
 import { PriorityQueue, type Entry, type QueueConfig } from './queue.js';
@@ -33,7 +34,7 @@ export interface SchedulerRequest {
   priority?: number;
   /** Request parameter `timeout`, in microseconds (0 = none). */
   timeoutUs?: number;
-  signal?: AbortSignal;
+  cancellation?: Cancellation;
 }
 
 export interface BatchingPolicy {
@@ -52,7 +53,6 @@ interface Queued extends Entry {
   queueStartNs: bigint;
   resolve: (o: ScheduledOutput[]) => void;
   reject: (e: ServalError) => void;
-  onAbort?: () => void;
   /** Arrival order, for preserve_ordering. */
   seq: number;
 }
@@ -95,22 +95,18 @@ export class Scheduler {
         expire: (err) => this.fail(item, err, 'REJECTED'),
         seq: -1,
       };
-      if (req.signal) {
-        if (req.signal.aborted) {
-          reject(ServalError.cancelled('request was cancelled before it was queued'));
-          return;
-        }
-        item.onAbort = () => this.cancel(item);
-        req.signal.addEventListener('abort', item.onAbort, { once: true });
+      if (req.cancellation?.cancelled) {
+        reject(ServalError.cancelled('request was cancelled before it was queued'));
+        return;
       }
       try {
         this.queue.push(item);
       } catch (e) {
-        if (item.onAbort) req.signal!.removeEventListener('abort', item.onAbort);
         this.stats.recordFailure(req.requestStartNs, now(), 'REJECTED');
         reject(e);
         return;
       }
+      req.cancellation?.onCancel(() => this.cancel(item));
       item.seq = this.nextSeq++;
       this.stats.pending += 1;
       this.dispatch();
@@ -136,7 +132,7 @@ export class Scheduler {
 
   /** A request that leaves the queue without executing. */
   private fail(item: Queued, err: ServalError, reason: FailureReason): void {
-    if (item.onAbort) item.req.signal!.removeEventListener('abort', item.onAbort);
+    item.req.cancellation?.onCancel(undefined);
     this.stats.pending -= 1;
     this.stats.recordFailure(item.req.requestStartNs, now(), reason);
     item.reject(err);
@@ -198,7 +194,7 @@ export class Scheduler {
 
   private take(items: Queued[]): Queued[] {
     for (const q of items) this.queue.remove(q);
-    for (const q of items) if (q.onAbort) q.req.signal!.removeEventListener('abort', q.onAbort);
+    for (const q of items) q.req.cancellation?.onCancel(undefined);
     return items;
   }
 
@@ -220,7 +216,7 @@ export class Scheduler {
     let result: ExecResult;
     let perRequest: ScheduledOutput[][];
     try {
-      result = await instance.execute(assemble(batch.map((q) => q.req), total));
+      result = await instance.execute(assemble(batch.map((q) => q.req), total, instance.inputBuffer?.bind(instance)));
       this.stats.recordExecution(Math.max(1, total), result.computeInputNs, result.computeInferNs, result.computeOutputNs);
       perRequest = scatter(result, batch.map((q) => q.req.batchSize), batching);
     } catch (e) {
@@ -251,8 +247,15 @@ export class Scheduler {
   }
 }
 
-/** Copies every request's inputs into one buffer (the only copy on the way in). */
-export function assemble(reqs: SchedulerRequest[], totalBatch: number): ExecRequest {
+/**
+ * Copies every request's inputs into one buffer (the only copy on the way in), from `alloc`:
+ * the instance's own input memory when it has some.
+ */
+export function assemble(
+  reqs: SchedulerRequest[],
+  totalBatch: number,
+  alloc: (byteLength: number) => Uint8Array = (n) => new Uint8Array(n),
+): ExecRequest {
   const first = reqs[0]!;
   const outputs = [...new Set(reqs.flatMap((r) => r.outputs))];
   let size = 0;
@@ -262,8 +265,7 @@ export function assemble(reqs: SchedulerRequest[], totalBatch: number): ExecRequ
     for (const r of reqs) size += r.inputs[i]!.data.byteLength;
     size = Math.ceil(size / ALIGN) * ALIGN;
   }
-  const buffer = new ArrayBuffer(Math.max(size, 1));
-  const bytes = new Uint8Array(buffer);
+  const bytes = alloc(size);
   const inputs: TensorSlot[] = first.inputs.map((inp, i) => {
     let off = offsets[i]!;
     for (const r of reqs) {
@@ -273,14 +275,14 @@ export function assemble(reqs: SchedulerRequest[], totalBatch: number): ExecRequ
     const dims = totalBatch > 0 ? [totalBatch, ...inp.shape.slice(1)] : [...inp.shape];
     return { name: inp.name, datatype: inp.datatype, dims, offset: offsets[i]!, byteLength: off - offsets[i]! };
   });
-  return { buffer, inputs, outputs };
+  return { data: bytes, inputs, outputs };
 }
 
 /** Splits each output along the batch dimension into per-request views (no copies). */
 export function scatter(result: ExecResult, batchSizes: number[], batching: boolean): ScheduledOutput[][] {
   const per: ScheduledOutput[][] = batchSizes.map(() => []);
   for (const out of result.outputs) {
-    const bytes = new Uint8Array(out.buffer, out.offset, out.byteLength);
+    const bytes = out.data;
     if (!batching) {
       per[0]!.push({ name: out.name, datatype: out.datatype, shape: out.dims, data: bytes });
       continue;
@@ -296,7 +298,7 @@ export function scatter(result: ExecResult, batchSizes: number[], batching: bool
     let offset = 0;
     const cuts = out.datatype === 'BYTES' ? bytesCuts(bytes, perItem, batchSizes) : undefined;
     batchSizes.forEach((b, i) => {
-      const len = cuts ? cuts[i]! : (out.byteLength / total) * b;
+      const len = cuts ? cuts[i]! : (bytes.byteLength / total) * b;
       per[i]!.push({ name: out.name, datatype: out.datatype, shape: [b, ...rest], data: bytes.subarray(offset, offset + len) });
       offset += len;
     });

@@ -107,18 +107,26 @@ describe('placeInstances', () => {
 
 describe('threadCounts', () => {
   it('divides the cores among the CPU instances by default, at least 1 each; 1 inter-op thread', () => {
-    expect(threadCounts(undefined, 1, 8)).toEqual({ intra: 8, inter: 1 });
-    expect(threadCounts(undefined, 2, 8)).toEqual({ intra: 4, inter: 1 });
-    expect(threadCounts(undefined, 3, 8)).toEqual({ intra: 2, inter: 1 });
-    expect(threadCounts(undefined, 16, 8)).toEqual({ intra: 1, inter: 1 });
-    expect(threadCounts({}, 0, 2)).toEqual({ intra: 2, inter: 1 });
+    expect(threadCounts(undefined, 1, 8)).toMatchObject({ intra: 8, inter: 1 });
+    expect(threadCounts(undefined, 2, 8)).toMatchObject({ intra: 4, inter: 1 });
+    expect(threadCounts(undefined, 3, 8)).toMatchObject({ intra: 2, inter: 1 });
+    expect(threadCounts(undefined, 16, 8)).toMatchObject({ intra: 1, inter: 1 });
+    expect(threadCounts({}, 0, 2)).toMatchObject({ intra: 2, inter: 1 });
   });
 
   it('the model parameters override; 0 or empty means the default', () => {
     const p = (intra: string, inter: string) => ({ intra_op_thread_count: { string_value: intra }, inter_op_thread_count: { string_value: inter } });
-    expect(threadCounts(p('3', '2'), 4, 8)).toEqual({ intra: 3, inter: 2 });
-    expect(threadCounts(p('0', '0'), 4, 8)).toEqual({ intra: 2, inter: 1 });
-    expect(threadCounts(p('', ''), 1, 8)).toEqual({ intra: 8, inter: 1 });
+    expect(threadCounts(p('3', '2'), 4, 8)).toMatchObject({ intra: 3, inter: 2 });
+    expect(threadCounts(p('0', '0'), 4, 8)).toMatchObject({ intra: 2, inter: 1 });
+    expect(threadCounts(p('', ''), 1, 8)).toMatchObject({ intra: 8, inter: 1 });
+  });
+
+  it('turns ORT intra-op spinning off unless session.intra_op.allow_spinning is 1', () => {
+    const spin = (v: string) => ({ 'session.intra_op.allow_spinning': { string_value: v } });
+    expect(threadCounts(undefined, 1, 2).allowSpinning).toBe(false);
+    expect(threadCounts(spin('1'), 1, 2).allowSpinning).toBe(true);
+    expect(threadCounts(spin('0'), 1, 2).allowSpinning).toBe(false);
+    expect(() => threadCounts(spin('yes'), 1, 2)).toThrow("parameter 'session.intra_op.allow_spinning' must be '0' or '1', got 'yes'");
   });
 
   it('rejects a parameter that is not a non-negative integer', () => {

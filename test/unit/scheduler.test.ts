@@ -4,6 +4,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ExecOutput, ExecRequest, ExecResult, InstancePlacement, ModelInstance } from '../../src/backends/backend.js';
 import { ServalError } from '../../src/core/errors.js';
+import { Cancellation } from '../../src/core/cancel.js';
 import { assemble, scatter, Scheduler, type BatchingPolicy, type ScheduledOutput, type SchedulerRequest } from '../../src/scheduler/scheduler.js';
 import { UNBOUNDED, type QueuePolicy } from '../../src/scheduler/queue.js';
 import { ModelStats } from '../../src/stats/model_stats.js';
@@ -39,7 +40,7 @@ class FakeInstance implements ModelInstance {
 
   async execute(req: ExecRequest): Promise<ExecResult> {
     const slot = req.inputs[0]!;
-    const view = new Int32Array(req.buffer, slot.offset, slot.byteLength / 4);
+    const view = new Int32Array(req.data.buffer, req.data.byteOffset + slot.offset, slot.byteLength / 4);
     const x = Array.from(view);
     this.log.push({ instance: this.placement.name, dims: slot.dims, x, outputs: [...req.outputs] });
     if (this.manual) await new Promise<void>((r) => this.gate.push(r));
@@ -49,11 +50,10 @@ class FakeInstance implements ModelInstance {
     for (const name of req.outputs) {
       if (name === 'Y') {
         const y = Int32Array.from(x, (v) => 2 * v);
-        outputs.push({ name, datatype: 'INT32', dims: slot.dims, buffer: y.buffer, offset: 0, byteLength: y.byteLength });
+        outputs.push({ name, datatype: 'INT32', dims: slot.dims, data: new Uint8Array(y.buffer) });
       } else {
         const s = bytesOf(x.map(String));
-        const buffer = s.buffer.slice(s.byteOffset, s.byteOffset + s.byteLength) as ArrayBuffer;
-        outputs.push({ name, datatype: 'BYTES', dims: slot.dims, buffer, offset: 0, byteLength: s.byteLength });
+        outputs.push({ name, datatype: 'BYTES', dims: slot.dims, data: new Uint8Array(s) });
       }
     }
     return { outputs, computeInputNs: 10, computeInferNs: 1000, computeOutputNs: 20 };
@@ -85,7 +85,7 @@ const int32s = (u: Uint8Array): number[] => Array.from(new Int32Array(u.buffer.s
 
 let nextValue = 1;
 /** A request with unique values: `batch` rows of `width` elements (batch 0 = no batching). */
-function req(batch: number, width = 2, opts: { outputs?: string[]; signal?: AbortSignal; priority?: number; timeoutUs?: number } = {}): SchedulerRequest & { x: number[] } {
+function req(batch: number, width = 2, opts: { outputs?: string[]; cancellation?: Cancellation; priority?: number; timeoutUs?: number } = {}): SchedulerRequest & { x: number[] } {
   const rows = Math.max(batch, 1);
   const x = Array.from({ length: rows * width }, () => nextValue++);
   return {
@@ -93,7 +93,7 @@ function req(batch: number, width = 2, opts: { outputs?: string[]; signal?: Abor
     inputs: [{ name: 'X', datatype: 'INT32', shape: batch ? [batch, width] : [width], data: new Uint8Array(Int32Array.from(x).buffer) }],
     outputs: opts.outputs ?? ['Y', 'S'],
     requestStartNs: process.hrtime.bigint(),
-    signal: opts.signal,
+    cancellation: opts.cancellation,
     priority: opts.priority,
     timeoutUs: opts.timeoutUs,
     x,
@@ -338,18 +338,18 @@ describe('dynamic batching', () => {
 });
 
 describe('cancellation', () => {
-  it('an aborted queued request is dropped: rejected with CANCELLED and never executed', async () => {
+  it('a cancelled queued request is dropped: rejected with CANCELLED and never executed', async () => {
     const { log, inst, sched, stats } = setup({ dynamic: true, maxBatchSize: 8 }, 1, true);
     const running = req(1);
     const p1 = sched.enqueue(running);
     await tick();
-    const ac = new AbortController();
-    const victim = req(2, 2, { signal: ac.signal });
+    const ac = new Cancellation();
+    const victim = req(2, 2, { cancellation: ac });
     const keeper = req(1);
     const pv = sched.enqueue(victim);
     const pk = sched.enqueue(keeper);
     expect(stats.pending).toBe(3);
-    ac.abort();
+    ac.cancel();
     const err = await pv.then(() => undefined, (e: unknown) => e);
     expect(err).toBeInstanceOf(ServalError);
     expect((err as ServalError).code).toBe('CANCELLED');
@@ -365,21 +365,21 @@ describe('cancellation', () => {
     expect(stats.pending).toBe(0);
   });
 
-  it('a request whose signal is already aborted is refused at once', async () => {
+  it('a request already cancelled is refused at once', async () => {
     const { log, sched } = setup({});
-    const ac = new AbortController();
-    ac.abort();
-    await expect(sched.enqueue(req(1, 2, { signal: ac.signal }))).rejects.toMatchObject({ code: 'CANCELLED' });
+    const ac = new Cancellation();
+    ac.cancel();
+    await expect(sched.enqueue(req(1, 2, { cancellation: ac }))).rejects.toMatchObject({ code: 'CANCELLED' });
     expect(log).toHaveLength(0);
   });
 
-  it('aborting a request that is already executing does not disturb it', async () => {
+  it('cancelling a request that is already executing does not disturb it', async () => {
     const { inst, sched } = setup({}, 1, true);
-    const ac = new AbortController();
-    const r = req(1, 2, { signal: ac.signal });
+    const ac = new Cancellation();
+    const r = req(1, 2, { cancellation: ac });
     const p = sched.enqueue(r);
     await tick();
-    ac.abort();
+    ac.cancel();
     inst[0]!.release();
     expectOwnResult(r, await p);
   });
@@ -476,19 +476,18 @@ describe('assemble and scatter', () => {
     expect(b).toMatchObject({ name: 'B', dims: [2, 1], byteLength: 8 });
     expect(b!.offset % 64).toBe(0);
     expect(b!.offset).toBeGreaterThanOrEqual(24);
-    expect(Array.from(new Int32Array(e.buffer, a!.offset, 6))).toEqual([1, 2, 3, 4, 5, 6]);
-    expect(Array.from(new Int32Array(e.buffer, b!.offset, 2))).toEqual([7, 8]);
+    expect(Array.from(new Int32Array(e.data.buffer, a!.offset, 6))).toEqual([1, 2, 3, 4, 5, 6]);
+    expect(Array.from(new Int32Array(e.data.buffer, b!.offset, 2))).toEqual([7, 8]);
   });
 
   it('scatter splits numeric and BYTES outputs by batch sizes', () => {
     const y = Int32Array.from([1, 2, 3, 4, 5, 6]);
     const s = bytesOf(['a', 'bb', '', 'dddd', 'e', 'ff']);
-    const sbuf = s.buffer.slice(s.byteOffset, s.byteOffset + s.byteLength) as ArrayBuffer;
     const per = scatter(
       {
         outputs: [
-          { name: 'Y', datatype: 'INT32', dims: [3, 2], buffer: y.buffer, offset: 0, byteLength: 24 },
-          { name: 'S', datatype: 'BYTES', dims: [3, 2], buffer: sbuf, offset: 0, byteLength: s.byteLength },
+          { name: 'Y', datatype: 'INT32', dims: [3, 2], data: new Uint8Array(y.buffer) },
+          { name: 'S', datatype: 'BYTES', dims: [3, 2], data: new Uint8Array(s) },
         ],
         computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0,
       },
@@ -505,7 +504,7 @@ describe('assemble and scatter', () => {
   it('scatter refuses an output whose batch dimension does not match the batch', () => {
     const y = Int32Array.from([1, 2]);
     expect(() =>
-      scatter({ outputs: [{ name: 'Y', datatype: 'INT32', dims: [2, 1], buffer: y.buffer, offset: 0, byteLength: 8 }], computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0 }, [1, 2], true),
+      scatter({ outputs: [{ name: 'Y', datatype: 'INT32', dims: [2, 1], data: new Uint8Array(y.buffer) }], computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0 }, [1, 2], true),
     ).toThrow("output 'Y' has batch dimension 2 but the batch held 3 items");
   });
 });

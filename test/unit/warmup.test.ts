@@ -33,7 +33,7 @@ function config(name: string, text: string): ModelConfig {
   return normalizeConfig(parseModelConfigText(text), name);
 }
 
-const bytesOf = (req: ExecRequest, slot: TensorSlot): Uint8Array => new Uint8Array(req.buffer, slot.offset, slot.byteLength);
+const bytesOf = (req: ExecRequest, slot: TensorSlot): Uint8Array => req.data.subarray(slot.offset, slot.offset + slot.byteLength);
 const slot = (req: ExecRequest, name: string): TensorSlot => {
   const s = req.inputs.find((i) => i.name === name);
   if (!s) throw new Error(`no slot ${name}`);
@@ -103,7 +103,7 @@ describe('synthetic data', () => {
       { name: 'INPUT0', datatype: 'FP32', dims: [1, 16], offset: 0, byteLength: 64 },
       { name: 'INPUT1', datatype: 'FP32', dims: [1, 16], offset: 64, byteLength: 64 },
     ]);
-    expect(s!.req.buffer.byteLength).toBe(128);
+    expect(s!.req.data.byteLength).toBe(128);
     expect([...bytesOf(s!.req, slot(s!.req, 'INPUT0'))].every((b) => b === 0)).toBe(true);
     // 64 random bytes are all zero with probability 2^-512.
     expect([...bytesOf(s!.req, slot(s!.req, 'INPUT1'))].some((b) => b !== 0)).toBe(true);
@@ -125,7 +125,7 @@ describe('synthetic data', () => {
     expect(s!.req.inputs.map((i) => i.name)).toStrictEqual(['INPUT0', 'INPUT1']);
     expect(a).toStrictEqual({ name: 'INPUT0', datatype: 'INT32', dims: [4, 3], offset: 0, byteLength: 48 });
     expect(b).toStrictEqual({ name: 'INPUT1', datatype: 'UINT8', dims: [4, 5], offset: 64, byteLength: 20 });
-    expect(s!.req.buffer.byteLength).toBe(128);
+    expect(s!.req.data.byteLength).toBe(128);
     // The random sample is the same in every batch item (one sample, duplicated).
     const rb = bytesOf(s!.req, b);
     for (let i = 1; i < 4; i++) expect([...rb.subarray(i * 5, i * 5 + 5)]).toStrictEqual([...rb.subarray(0, 5)]);
@@ -268,7 +268,7 @@ describe('input_data_file', () => {
     expect(s!.count).toBe(5);
     const x = slot(s!.req, 'X');
     expect(x.dims).toStrictEqual([3, 3]);
-    const got = new Int32Array(s!.req.buffer, x.offset, x.byteLength / 4);
+    const got = new Int32Array(s!.req.data.buffer, s!.req.data.byteOffset + x.offset, x.byteLength / 4);
     expect([...got]).toStrictEqual([1, 2, 3, 1, 2, 3, 1, 2, 3]);
   });
 
@@ -323,7 +323,7 @@ describe('samples, counts and skipping', () => {
   it('gives every sample its own buffer', async () => {
     const cfg = config('onnx_float32_float32_float32', FLOAT32 + REGULAR_SAMPLE + REGULAR_SAMPLE.replace('regular sample', 'second'));
     const [a, b] = await warmupRequests(cfg, await modelDir('m'));
-    expect(a!.req.buffer).not.toBe(b!.req.buffer);
+    expect(a!.req.data.buffer).not.toBe(b!.req.data.buffer);
   });
 });
 

@@ -114,12 +114,15 @@ export function placeInstances(modelName: string, groups: InstanceGroupLike[] | 
   return out;
 }
 
-/** Per-instance intra-op threads: the model's parameter, else the cores shared among its CPU instances. */
+/**
+ * Per-instance thread settings: intra-op threads from the model's parameter, else the cores shared
+ * among its CPU instances; ORT's intra-op spinning from `session.intra_op.allow_spinning`, else off.
+ */
 export function threadCounts(
   parameters: Record<string, { string_value?: string }> | undefined,
   cpuInstances: number,
   cpus: number,
-): { intra: number; inter: number } {
+): { intra: number; inter: number; allowSpinning: boolean } {
   const read = (key: string): number | undefined => {
     const v = parameters?.[key]?.string_value;
     if (v === undefined || v === '') return undefined;
@@ -131,5 +134,11 @@ export function threadCounts(
   // several instances, so Serval divides the cores instead.
   const intra = read('intra_op_thread_count') || Math.max(1, Math.floor(cpus / Math.max(1, cpuInstances)));
   const inter = read('inter_op_thread_count') || 1;
-  return { intra, inter };
+  // Spinning intra-op threads keep a core busy after every run, taking it from the main thread
+  // that decodes the next requests (measured in docs/benchmarks.md); ORT's own default is on.
+  const spin = parameters?.['session.intra_op.allow_spinning']?.string_value;
+  if (spin !== undefined && spin !== '0' && spin !== '1') {
+    throw ServalError.invalidArg(`parameter 'session.intra_op.allow_spinning' must be '0' or '1', got '${spin}'`);
+  }
+  return { intra, inter, allowSpinning: spin === '1' };
 }

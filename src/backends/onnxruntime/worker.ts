@@ -1,16 +1,23 @@
 // One model instance: a worker thread owning one ONNX Runtime session. session.run blocks the
-// thread that calls it, so it must never run on the main thread.
-import { parentPort, workerData } from 'node:worker_threads';
+// thread that calls it, so it must never run on the main thread. Commands and tensors arrive
+// through shared memory (channel.ts); between commands the thread sleeps in Atomics.wait.
+import { parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
 import ort from 'onnxruntime-node';
 import { fromOrtType, splitBytes, joinBytes, typedView, type DataType } from '../../core/datatypes.js';
-import type { ExecOutput, ExecRequest, ExecResult, IoSignature } from '../backend.js';
-import type { FromWorker, SessionSettings, ToWorker } from './protocol.js';
+import type { IoSignature } from '../backend.js';
+import {
+  alignUp, arenaSize, Control, FLAG_NEW_ARENA, FLAGS, OP, OP_CLOSE, REP_SEQ, REQ_SEQ, STATUS, STATUS_ERROR, STATUS_OK,
+  type ExecCommand, type TensorDesc,
+} from './channel.js';
+import type { ArenaMessage, FromWorker, WorkerData } from './protocol.js';
 
-const port = parentPort!;
-const settings = workerData as SessionSettings;
+const data = workerData as WorkerData;
+const settings = data.settings;
+const control = new Control(data.control);
+let arena = data.arena;
 
-function post(msg: FromWorker, transfer: ArrayBuffer[] = []): void {
-  port.postMessage(msg, transfer);
+function post(msg: FromWorker): void {
+  parentPort!.postMessage(msg);
 }
 
 function signatureOf(meta: readonly ort.InferenceSession.ValueMetadata[]): IoSignature[] {
@@ -25,18 +32,35 @@ function signatureOf(meta: readonly ort.InferenceSession.ValueMetadata[]): IoSig
   });
 }
 
-function toTensor(req: ExecRequest, i: number): ort.Tensor {
-  const slot = req.inputs[i]!;
-  const bytes = new Uint8Array(req.buffer, slot.offset, slot.byteLength);
-  if (slot.datatype === 'BYTES') {
-    const strings = splitBytes(bytes, slot.name).map((b) => Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('utf8'));
-    return new ort.Tensor('string', strings, slot.dims);
+/**
+ * onnxruntime-node refuses tensors over a SharedArrayBuffer ("Invalid argument"), so inputs are
+ * copied (one bulk copy per batch) into this thread's own memory, reused from run to run.
+ */
+let scratch = new ArrayBuffer(0);
+
+function toTensors(session: ort.InferenceSession, inputs: TensorDesc[]): Record<string, ort.Tensor> {
+  let need = 0;
+  for (const t of inputs) need = alignUp(need) + t.byteLength;
+  if (need > scratch.byteLength) scratch = new ArrayBuffer(arenaSize(need));
+  const feeds: Record<string, ort.Tensor> = {};
+  let off = 0;
+  for (const t of inputs) {
+    const name = session.inputNames[t.index]!;
+    off = alignUp(off);
+    const bytes = new Uint8Array(scratch, off, t.byteLength);
+    off += t.byteLength;
+    if (t.datatype === 'BYTES') {
+      const strings = splitBytes(new Uint8Array(arena, t.offset, t.byteLength), name).map((b) => Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('utf8'));
+      feeds[name] = new ort.Tensor('string', strings, t.dims);
+      continue;
+    }
+    bytes.set(new Uint8Array(arena, t.offset, t.byteLength));
+    feeds[name] = new ort.Tensor(ortType(t.datatype), typedView(t.datatype, bytes) as never, t.dims);
   }
-  const type = ort_type(slot.datatype);
-  return new ort.Tensor(type, typedView(slot.datatype, bytes) as never, slot.dims);
+  return feeds;
 }
 
-function ort_type(dt: Exclude<DataType, 'BYTES'>): Exclude<ort.Tensor.Type, 'string' | 'int4' | 'uint4'> {
+function ortType(dt: Exclude<DataType, 'BYTES'>): Exclude<ort.Tensor.Type, 'string' | 'int4' | 'uint4'> {
   switch (dt) {
     case 'BOOL': return 'bool';
     case 'FP16': return 'float16';
@@ -46,26 +70,50 @@ function ort_type(dt: Exclude<DataType, 'BYTES'>): Exclude<ort.Tensor.Type, 'str
   }
 }
 
-function fromTensor(name: string, t: ort.Tensor, transfer: ArrayBuffer[]): ExecOutput {
+function bytesOf(name: string, t: ort.Tensor): { datatype: DataType; bytes: Uint8Array } {
   const datatype = fromOrtType(t.type);
   if (!datatype) throw new Error(`output '${name}' has ONNX type '${t.type}', which Serval cannot return`);
-  const dims = [...t.dims];
-  if (datatype === 'BYTES') {
-    const bytes = joinBytes(t.data as string[]);
-    const buffer = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
-    transfer.push(buffer);
-    return { name, datatype, dims, buffer, offset: 0, byteLength: buffer.byteLength };
+  if (datatype === 'BYTES') return { datatype, bytes: joinBytes(t.data as string[]) };
+  const v = t.data as ArrayBufferView;
+  return { datatype, bytes: new Uint8Array(v.buffer, v.byteOffset, v.byteLength) };
+}
+
+/** Copies the outputs into the arena (from offset 0: the inputs are no longer needed), growing it if they do not fit. */
+function placeOutputs(names: string[], fetched: ort.InferenceSession.ReturnType, indexes: number[]): TensorDesc[] {
+  const parts = names.map((n) => ({ name: n, ...bytesOf(n, fetched[n]!), dims: [...fetched[n]!.dims] }));
+  let need = 0;
+  for (const p of parts) need = alignUp(need) + p.bytes.byteLength;
+  if (need > arena.byteLength) {
+    arena = new SharedArrayBuffer(arenaSize(need));
+    data.port.postMessage({ arena } satisfies ArenaMessage);
+    Atomics.or(control.words, FLAGS, FLAG_NEW_ARENA);
   }
-  const view = t.data as ArrayBufferView;
-  let buffer = view.buffer as ArrayBuffer;
-  let offset = view.byteOffset;
-  // Transfer the runtime's own buffer when it holds exactly this tensor; otherwise copy it out once.
-  if (!(buffer instanceof ArrayBuffer) || transfer.includes(buffer) || offset !== 0 || view.byteLength !== buffer.byteLength) {
-    buffer = buffer.slice(offset, offset + view.byteLength) as ArrayBuffer;
-    offset = 0;
-  }
-  transfer.push(buffer);
-  return { name, datatype, dims, buffer, offset, byteLength: view.byteLength };
+  const out = new Uint8Array(arena);
+  let off = 0;
+  return parts.map((p, i) => {
+    off = alignUp(off);
+    out.set(p.bytes, off);
+    const desc: TensorDesc = { index: indexes[i]!, datatype: p.datatype, dims: p.dims, offset: off, byteLength: p.bytes.byteLength };
+    off += p.bytes.byteLength;
+    return desc;
+  });
+}
+
+async function exec(session: ort.InferenceSession, cmd: ExecCommand): Promise<void> {
+  const t0 = process.hrtime.bigint();
+  const feeds = toTensors(session, cmd.inputs);
+  const names = cmd.outputs.map((i) => session.outputNames[i]!);
+  const t1 = process.hrtime.bigint();
+  const fetched = await session.run(feeds, names);
+  const t2 = process.hrtime.bigint();
+  const outputs = placeOutputs(names, fetched, cmd.outputs);
+  const t3 = process.hrtime.bigint();
+  control.writeReply({
+    outputs,
+    computeInputNs: Number(t1 - t0),
+    computeInferNs: Number(t2 - t1),
+    computeOutputNs: Number(t3 - t2),
+  });
 }
 
 async function main(): Promise<void> {
@@ -73,6 +121,7 @@ async function main(): Promise<void> {
     intraOpNumThreads: settings.intraOpThreads,
     interOpNumThreads: settings.interOpThreads,
     graphOptimizationLevel: settings.graphOptimizationLevel,
+    extra: { session: { intra_op: { allow_spinning: settings.allowSpinning ? '1' : '0' } } },
     executionProviders: settings.cudaDeviceId >= 0 ? [{ name: 'cuda', deviceId: settings.cudaDeviceId }] : ['cpu'],
   };
   let session: ort.InferenceSession;
@@ -87,34 +136,28 @@ async function main(): Promise<void> {
     signature: { inputs: signatureOf(session.inputMetadata), outputs: signatureOf(session.outputMetadata) },
   });
 
-  port.on('message', async (msg: ToWorker) => {
-    if (msg.type === 'close') {
-      await session.release().catch(() => undefined);
-      port.close();
-      return;
+  const words = control.words;
+  let seen = Atomics.load(words, REQ_SEQ);
+  for (;;) {
+    Atomics.wait(words, REQ_SEQ, seen);
+    seen = Atomics.load(words, REQ_SEQ);
+    if (Atomics.load(words, OP) === OP_CLOSE) break;
+    if (Atomics.load(words, FLAGS) & FLAG_NEW_ARENA) {
+      arena = (receiveMessageOnPort(data.port)!.message as ArenaMessage).arena;
     }
-    const { id, req } = msg;
+    Atomics.store(words, FLAGS, 0);
     try {
-      const t0 = process.hrtime.bigint();
-      const feeds: Record<string, ort.Tensor> = {};
-      for (let i = 0; i < req.inputs.length; i++) feeds[req.inputs[i]!.name] = toTensor(req, i);
-      const t1 = process.hrtime.bigint();
-      const fetched = await session.run(feeds, req.outputs);
-      const t2 = process.hrtime.bigint();
-      const transfer: ArrayBuffer[] = [];
-      const outputs = req.outputs.map((name) => fromTensor(name, fetched[name]!, transfer));
-      const t3 = process.hrtime.bigint();
-      const result: ExecResult = {
-        outputs,
-        computeInputNs: Number(t1 - t0),
-        computeInferNs: Number(t2 - t1),
-        computeOutputNs: Number(t3 - t2),
-      };
-      post({ type: 'result', id, result }, transfer);
+      await exec(session, control.readCommand());
+      Atomics.store(words, STATUS, STATUS_OK);
     } catch (e) {
-      post({ type: 'exec-error', id, message: e instanceof Error ? e.message : String(e) });
+      control.writeError(e instanceof Error ? e.message : String(e));
+      Atomics.store(words, STATUS, STATUS_ERROR);
     }
-  });
+    Atomics.store(words, REP_SEQ, seen);
+    Atomics.notify(words, REP_SEQ);
+  }
+  await session.release().catch(() => undefined);
+  data.port.close();
 }
 
 void main();

@@ -2,6 +2,7 @@
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { asServalError, grpcStatus, ServalError } from '../../core/errors.js';
+import { Cancellation } from '../../core/cancel.js';
 import type { InferenceCore } from '../../core/server_core.js';
 import { protoDir } from '../../paths.js';
 import type { Logger } from '../../log.js';
@@ -86,9 +87,9 @@ export async function startGrpcServer(core: InferenceCore, log: Logger, host: st
     }),
     ModelInfer: unary(async (r: GrpcInferRequest, call) => {
       const req = decodeGrpcInfer(r);
-      const abort = new AbortController();
-      call.once('cancelled', () => abort.abort());
-      req.signal = abort.signal;
+      const cancellation = new Cancellation();
+      call.once('cancelled', () => cancellation.cancel());
+      req.cancellation = cancellation;
       return encodeGrpcInfer(await core.infer(req));
     }),
   });

@@ -6,6 +6,7 @@ import { toTritonConfigJson } from '../../config/config_json.js';
 import { asServalError, httpStatus, ServalError } from '../../core/errors.js';
 import { encodeJson } from '../../core/json.js';
 import type { InferenceCore } from '../../core/server_core.js';
+import { Cancellation } from '../../core/cancel.js';
 import type { Logger } from '../../log.js';
 import { decodeInferRequest, encodeInferResponse } from './infer_codec.js';
 
@@ -200,16 +201,16 @@ export function buildHttpServer(core: InferenceCore, log: Logger, opts: HttpOpti
 
   const infer = async (req: FastifyRequest<{ Params: ModelParams }>, reply: FastifyReply) => {
     // A client that disconnects while its request is decoded or queued cancels it.
-    const abort = new AbortController();
+    const cancellation = new Cancellation();
     reply.raw.once('close', () => {
-      if (!reply.raw.writableFinished) abort.abort();
+      if (!reply.raw.writableFinished) cancellation.cancel();
     });
     try {
       const raw = await decompress(req, (req.body as Buffer | undefined) ?? Buffer.alloc(0));
       const hdr = req.headers['inference-header-content-length'];
       const headerLength = hdr === undefined ? undefined : Number(hdr);
       const decoded = decodeInferRequest(raw, headerLength, req.params.model, req.params.version ?? '');
-      decoded.request.signal = abort.signal;
+      decoded.request.cancellation = cancellation;
       const result = await core.infer(decoded.request);
       const encoded = encodeInferResponse(result, decoded);
       let body: Buffer = encoded.chunks.length === 1 ? Buffer.from(encoded.chunks[0]!.buffer, encoded.chunks[0]!.byteOffset, encoded.chunks[0]!.byteLength) : Buffer.concat(encoded.chunks);

@@ -1,0 +1,86 @@
+// One ONNX Runtime instance (worker thread + shared-memory channel) driven directly: results
+// come back right when either side has to grow the shared arena, a failed run does not break
+// the next one, and a closed instance refuses work.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { OrtInstance } from '../../src/backends/onnxruntime/instance.js';
+import { INITIAL_ARENA } from '../../src/backends/onnxruntime/channel.js';
+import { GraphBuilder } from '../../tools/onnx/builder.js';
+
+/** UINT8 [n] → FP64 [n]: the output is 8× the input, so the worker must grow the arena. */
+function castModel(): Uint8Array {
+  const g = new GraphBuilder('widen');
+  g.input('X', 'uint8', ['n']);
+  g.op('Cast', ['X'], { to: 11 }, 'Y');
+  g.output('Y', 'float64', ['n']);
+  return g.encode();
+}
+
+const input = (n: number, seed: number): Uint8Array => Uint8Array.from({ length: n }, (_, i) => (i * 7 + seed) & 255);
+
+describe('OrtInstance', () => {
+  let dir: string;
+  let inst: OrtInstance;
+  beforeAll(async () => {
+    dir = mkdtempSync(path.join(os.tmpdir(), 'serval-inst-'));
+    writeFileSync(path.join(dir, 'model.onnx'), castModel());
+    inst = await OrtInstance.start(
+      { name: 'widen_0', kind: 'KIND_CPU', deviceId: -1 },
+      { modelPath: path.join(dir, 'model.onnx'), intraOpThreads: 1, interOpThreads: 1, allowSpinning: false, cudaDeviceId: -1, graphOptimizationLevel: 'all' },
+    );
+  });
+  afterAll(async () => {
+    await inst?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const run = async (x: Uint8Array) => {
+    const buf = inst.inputBuffer(x.byteLength);
+    buf.set(x);
+    const r = await inst.execute({ data: buf, inputs: [{ name: 'X', datatype: 'UINT8', dims: [x.length], offset: 0, byteLength: x.length }], outputs: ['Y'] });
+    expect(r.outputs).toHaveLength(1);
+    const y = r.outputs[0]!;
+    expect(y).toMatchObject({ name: 'Y', datatype: 'FP64', dims: [x.length] });
+    expect(Array.from(new Float64Array(y.data.buffer, y.data.byteOffset, x.length))).toEqual(Array.from(x));
+    expect(r.computeInferNs).toBeGreaterThan(0);
+    return y;
+  };
+
+  it('small, output-growing (worker side) and input-growing (main side) executions all return their own values', async () => {
+    await run(input(100, 1));
+    await run(input(INITIAL_ARENA, 2)); // output 8 × 64 KiB: the worker replaces the arena
+    await run(input(3 * INITIAL_ARENA, 3)); // the input alone outgrows it: the main thread replaces it
+    await run(input(10, 4));
+  });
+
+  it('outputs stay valid after the next execution reuses the arena', async () => {
+    const a = await run(input(1000, 5));
+    const copy = Array.from(new Float64Array(a.data.buffer, a.data.byteOffset, 1000));
+    await run(input(1000, 6));
+    expect(Array.from(new Float64Array(a.data.buffer, a.data.byteOffset, 1000))).toEqual(copy);
+  });
+
+  it('inputs assembled elsewhere (not in its arena) are copied in', async () => {
+    const x = input(500, 7);
+    const r = await inst.execute({ data: x, inputs: [{ name: 'X', datatype: 'UINT8', dims: [500], offset: 0, byteLength: 500 }], outputs: ['Y'] });
+    expect(Array.from(new Float64Array(r.outputs[0]!.data.buffer, r.outputs[0]!.data.byteOffset, 500))).toEqual(Array.from(x));
+  });
+
+  it('a run that fails inside ONNX Runtime rejects with its message, and the next run works', async () => {
+    const bad = inst.execute({ data: new Uint8Array(8), inputs: [{ name: 'X', datatype: 'UINT8', dims: [2, 4], offset: 0, byteLength: 8 }], outputs: ['Y'] });
+    await expect(bad).rejects.toThrow(/onnxruntime execution failed: .*(rank|dimension|Invalid)/i);
+    await run(input(64, 8));
+  });
+
+  it('an unknown tensor name is refused before anything is sent', async () => {
+    await expect(inst.execute({ data: new Uint8Array(1), inputs: [{ name: 'NOPE', datatype: 'UINT8', dims: [1], offset: 0, byteLength: 1 }], outputs: ['Y'] })).rejects.toThrow("model has no input 'NOPE'");
+    await run(input(3, 9));
+  });
+
+  it('after close, the worker has exited and executions are refused', async () => {
+    await inst.close();
+    await expect(inst.execute({ data: new Uint8Array(1), inputs: [{ name: 'X', datatype: 'UINT8', dims: [1], offset: 0, byteLength: 1 }], outputs: ['Y'] })).rejects.toThrow('instance widen_0 is closed');
+  });
+});
