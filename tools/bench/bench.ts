@@ -293,8 +293,8 @@ class Bench {
     this.results.settings = [
       ['perf_analyzer', `sync mode, -b 1, --concurrency-range C:C per point (one process per point), time windows -p ${Object.entries(p.windowMs).map(([m, v]) => `${v} (${m})`).join(', ')} ms, -s ${p.stability}${Object.entries(p.stabilityFor).map(([m, v]) => ` (${m}: ${v})`).join('')} -r ${p.trials}; on "Failed to obtain stable measurement" one retry with -s ${p.retryStability}`],
       ['Noise guard', `a measurement during which other processes used > ${NOISY_CORES} cores (from /proc/stat) is repeated once after waiting for a quiet machine; at most ${p.noiseBudgetS} s of waiting per run`],
-      ['Concurrency (models)', p.concurrencies.join(', ') + (p.intraOne.length ? `; (c) with intra_op_thread_count 1 for ${p.intraOne.join(', ')} at ${Math.max(...p.concurrencies)} only` : '')],
-      ['Serval variants', 'per model one repository with `<model>__nodb` (b), `<model>__db` (c), `<model>__db_x2` (d)' + (p.intraOne.length ? ', `<model>__db_t1` (c, 1 intra-op thread)' : '') + ': the model folder copied, config.pbtxt renamed and its `dynamic_batching` / `instance_group` rewritten; Serval\'s default intra-op threads = cores / CPU instances (2 for one instance, 1 each for two)'],
+      ['Concurrency (models)', p.concurrencies.join(', ') + (p.intraOne.length ? `; (c) with intra_op_thread_count 1 and (c) with ORT spinning on for ${p.intraOne.join(', ')} at ${Math.max(...p.concurrencies)} only` : '')],
+      ['Serval variants', 'per model one repository with `<model>__nodb` (b), `<model>__db` (c), `<model>__db_x2` (d)' + (p.intraOne.length ? ', `<model>__db_t1` (c, 1 intra-op thread), `<model>__db_spin` (c, ORT intra-op spinning on)' : '') + ': the model folder copied, config.pbtxt renamed and its `dynamic_batching` / `instance_group` rewritten; Serval\'s defaults: intra-op threads = cores / CPU instances (2 for one instance, 1 each for two), ORT intra-op spinning off'],
       ['Protocols (models)', p.protocols.join(', ')],
       ['simple', `concurrency ${p.simpleConc} (×${p.simpleRepeats}, interleaved Serval / bare) and 1; --input-data tools/perf/simple_input.json (perf_analyzer validates every output)`],
       ['Ceiling sweep', Object.entries(p.ceilingBatches).map(([m, b]) => `${m}: batch ${b.join(',')} × threads 1,2, ${p.ceilingSeconds[m]} s each`).join('; ') + (p.ceilingAfter ? '; best and batch-1 configurations re-measured after the model\'s server runs' : '')],
@@ -472,13 +472,16 @@ class Bench {
   }
 
   // -------------------------------------------------------------- (b) (c) (d)
-  variants(model: string): { key: Point['variant']; name: string; dynamic: boolean; instances: number; intra?: number }[] {
-    const v: { key: Point['variant']; name: string; dynamic: boolean; instances: number; intra?: number }[] = [
+  variants(model: string): { key: Point['variant']; name: string; dynamic: boolean; instances: number; intra?: number; spin?: boolean }[] {
+    const v: { key: Point['variant']; name: string; dynamic: boolean; instances: number; intra?: number; spin?: boolean }[] = [
       { key: 'b', name: `${model}__nodb`, dynamic: false, instances: 1 },
       { key: 'c', name: `${model}__db`, dynamic: true, instances: 1 },
       { key: 'd', name: `${model}__db_x2`, dynamic: true, instances: 2 },
     ];
-    if (this.plan.intraOne.includes(model)) v.push({ key: 'c1', name: `${model}__db_t1`, dynamic: true, instances: 1, intra: 1 });
+    if (this.plan.intraOne.includes(model)) {
+      v.push({ key: 'c1', name: `${model}__db_t1`, dynamic: true, instances: 1, intra: 1 });
+      v.push({ key: 'cs', name: `${model}__db_spin`, dynamic: true, instances: 1, spin: true });
+    }
     return v;
   }
 
@@ -489,7 +492,7 @@ class Bench {
     for (const v of this.variants(model)) {
       const dst = path.join(repo, v.name);
       cpSync(srcDir, dst, { recursive: true });
-      writeFileSync(path.join(dst, 'config.pbtxt'), variantConfig(config, v.name, v.dynamic, v.instances, v.intra));
+      writeFileSync(path.join(dst, 'config.pbtxt'), variantConfig(config, v.name, v.dynamic, v.instances, v.intra, v.spin));
     }
     return repo;
   }
@@ -507,7 +510,7 @@ class Bench {
       for (const conc of this.plan.concurrencies) {
         for (const proto of this.plan.protocols) {
           for (const v of this.variants(model)) {
-            if (v.key === 'c1' && conc !== Math.max(...this.plan.concurrencies)) continue;
+            if ((v.key === 'c1' || v.key === 'cs') && conc !== Math.max(...this.plan.concurrencies)) continue;
             await this.pa(server, { phase: 'model', model, variant: v.key, modelName: v.name, proto, conc, repeat: 0, windowMs: this.plan.windowMs[model]! });
           }
         }

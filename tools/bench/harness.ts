@@ -253,7 +253,7 @@ export function removeBlock(text: string, key: string): string {
 }
 
 /** A variant of a model's config.pbtxt: renamed, with or without dynamic batching, N CPU instances. */
-export function variantConfig(src: string, name: string, dynamic: boolean, instances: number, intraOpThreads?: number): string {
+export function variantConfig(src: string, name: string, dynamic: boolean, instances: number, intraOpThreads?: number, spinning?: boolean): string {
   let s = src.replace(/^name[ \t]*:[ \t]*"[^"]*"/m, `name: "${name}"`);
   if (!/^name[ \t]*:/m.test(s)) s = `name: "${name}"\n${s}`;
   s = removeBlock(s, 'dynamic_batching');
@@ -262,5 +262,6 @@ export function variantConfig(src: string, name: string, dynamic: boolean, insta
   if (dynamic) s += 'dynamic_batching { }\n';
   s += `instance_group [ { count: ${instances} kind: KIND_CPU } ]\n`;
   if (intraOpThreads !== undefined) s += `parameters { key: "intra_op_thread_count" value { string_value: "${intraOpThreads}" } }\n`;
+  if (spinning) s += 'parameters { key: "session.intra_op.allow_spinning" value { string_value: "1" } }\n';
   return s;
 }

@@ -180,6 +180,7 @@ export function renderMarkdown(r: Results): string {
           const c = get('c');
           const d = get('d');
           const c1 = get('c1');
+          const cs = get('cs');
           if (!b && !c && !d) continue;
           const tb = b?.res?.throughput;
           const tc = c?.res?.throughput;
@@ -187,7 +188,7 @@ export function renderMarkdown(r: Results): string {
           const perCore = tc !== undefined && c?.use?.serverCores ? tc / c.use.serverCores : undefined;
           const aPerCore = a ? a.best.itemsPerS / a.best.threads : undefined;
           rows.push([
-            m, proto, String(conc), rateP(b), rateP(c), rateP(d), rateP(c1),
+            m, proto, String(conc), rateP(b), rateP(c), rateP(d), rateP(c1), rateP(cs),
             times(tb && tc !== undefined ? tc / tb : undefined), times(tc && td !== undefined ? td / tc : undefined),
             pct(tc !== undefined && a ? tc / a.bestValue : undefined),
             `${avgBatch(c)} / ${avgBatch(d)}`,
@@ -202,7 +203,7 @@ export function renderMarkdown(r: Results): string {
     }
     L.push(
       table(
-        ['model', 'proto', 'conc', '(b) infer/s', '(c) infer/s', '(d) infer/s', '(c) 1 intra-op thread', '(c)/(b)', '(d)/(c)', '(c)/(a best)', 'avg batch (c) / (d)', 'client p50 ms (b) / (c) / (d)', '(c) server avg µs', 'main-thread cores (b) / (c) / (d)', 'server cores (c)', 'perf_analyzer cores (c)', 'other cores (c)', 'items/s per core: (c) per server core / (a best) per thread'],
+        ['model', 'proto', 'conc', '(b) infer/s', '(c) infer/s', '(d) infer/s', '(c) 1 intra-op thread', '(c) ORT spinning on', '(c)/(b)', '(d)/(c)', '(c)/(a best)', 'avg batch (c) / (d)', 'client p50 ms (b) / (c) / (d)', '(c) server avg µs', 'main-thread cores (b) / (c) / (d)', 'server cores (c)', 'perf_analyzer cores (c)', 'other cores (c)', 'items/s per core: (c) per server core / (a best) per thread'],
         rows,
       ),
       '',

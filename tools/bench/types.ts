@@ -41,7 +41,7 @@ export interface Point {
    * c1 = dynamic batching with intra_op_thread_count 1 (full runs, top concurrency only),
    * e = bare protocol server, s = Serval's simple.
    */
-  variant: 'b' | 'c' | 'd' | 'c1' | 'e' | 's';
+  variant: 'b' | 'c' | 'd' | 'c1' | 'cs' | 'e' | 's';
   /** Name given to perf_analyzer -m. */
   modelName: string;
   server: 'serval' | 'bare-http' | 'bare-grpc';
