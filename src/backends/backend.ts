@@ -46,12 +46,21 @@ export interface ModelInstance {
   readonly placement: InstancePlacement;
   /**
    * Memory for the inputs of the next execution (the batch is assembled straight into it), valid
-   * until that execution settles. Called only while the instance is idle. Instances without it
-   * take any buffer.
+   * until that execution settles. Called right before that execute(), when the instance has room
+   * for it. Instances without it take any buffer.
    */
   inputBuffer?(byteLength: number): Uint8Array;
-  /** Runs one batch; an instance runs one execution at a time. */
-  execute(req: ExecRequest): Promise<ExecResult>;
+  /**
+   * Executions it accepts at once (default 1). Above 1, the next batch waits inside the instance
+   * while one runs; it still runs them one at a time, in order.
+   */
+  readonly capacity?: number;
+  /**
+   * Runs one batch. When the batch has to wait inside the instance behind another execution,
+   * `onHeld` receives a function that withdraws it if it has not started (true when withdrawn);
+   * a withdrawn execution rejects with a CANCELLED error.
+   */
+  execute(req: ExecRequest, onHeld?: (withdraw: () => boolean) => void): Promise<ExecResult>;
   close(): Promise<void>;
 }
 

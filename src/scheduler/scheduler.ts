@@ -66,7 +66,8 @@ export class Scheduler {
   /** preserve_ordering: settlements waiting for earlier requests, by seq. */
   private readonly held = new Map<number, () => void>();
   private releaseSeq = 0;
-  private readonly idle: ModelInstance[];
+  /** Executions each instance is running or holding (at most its capacity). */
+  private readonly busy: Map<ModelInstance, number>;
   private timer: NodeJS.Timeout | undefined;
   private timerAt = 0n;
   private closed = false;
@@ -77,7 +78,7 @@ export class Scheduler {
     private readonly policy: BatchingPolicy,
     private readonly stats: ModelStats,
   ) {
-    this.idle = [...instances];
+    this.busy = new Map(instances.map((i) => [i, 0]));
     this.queue = new PriorityQueue<Queued>(policy.queue);
   }
 
@@ -148,14 +149,36 @@ export class Scheduler {
     }
   }
 
+  /**
+   * The least busy instance with room: an idle one first. Without dynamic batching, else one
+   * that can hold the next request behind its running one, so the instance never waits for the
+   * main thread between requests (a held request can still be withdrawn on cancel). The dynamic
+   * batcher keeps batches in its queue until an instance is idle: priorities, queue policies
+   * and batch forming all act on that queue.
+   */
+  private freeInstance(): ModelInstance | undefined {
+    let best: ModelInstance | undefined;
+    let load = Infinity;
+    for (const [inst, n] of this.busy) {
+      const room = this.policy.dynamic ? 1 : (inst.capacity ?? 1);
+      if (n < room && n < load) {
+        best = inst;
+        load = n;
+      }
+    }
+    return best;
+  }
+
   private dispatch(): void {
-    while (this.idle.length && this.queue.size) {
+    while (this.queue.size) {
+      const instance = this.freeInstance();
+      if (!instance) return;
       const batch = this.nextBatch();
       if (!batch) return;
-      const instance = this.idle.shift()!;
+      this.busy.set(instance, this.busy.get(instance)! + 1);
       const run = this.execute(instance, batch).finally(() => {
         this.inflight.delete(run);
-        this.idle.push(instance);
+        this.busy.set(instance, this.busy.get(instance)! - 1);
         this.dispatch();
       });
       this.inflight.add(run);
@@ -215,18 +238,37 @@ export class Scheduler {
     const total = batching ? batch.reduce((s, q) => s + q.req.batchSize, 0) : 0;
     let result: ExecResult;
     let perRequest: ScheduledOutput[][];
-    try {
-      result = await instance.execute(assemble(batch.map((q) => q.req), total, instance.inputBuffer?.bind(instance)));
-      this.stats.recordExecution(Math.max(1, total), result.computeInputNs, result.computeInferNs, result.computeOutputNs);
-      perRequest = scatter(result, batch.map((q) => q.req.batchSize), batching);
-    } catch (e) {
-      const err = asServalError(e);
+    // A batch held inside the instance behind a running one has not started: cancelling one of
+    // its requests withdraws it and fails it at once, as if it had still been queued. Its slot
+    // stays taken until the instance skips it, so `busy` is released only when execute settles.
+    let withdrawn = false;
+    const failAll = (err: ServalError, reason: FailureReason): void => {
       const end = now();
       for (const q of batch) {
         this.stats.pending -= 1;
-        this.stats.recordFailure(q.req.requestStartNs, end, 'BACKEND');
+        this.stats.recordFailure(q.req.requestStartNs, end, reason);
         q.reject(err);
       }
+    };
+    const onHeld = (withdraw: () => boolean): void => {
+      for (const q of batch) {
+        q.req.cancellation?.onCancel(() => {
+          if (withdrawn || !withdraw()) return;
+          withdrawn = true;
+          failAll(ServalError.cancelled('request was cancelled by the client while queued'), 'CANCELED');
+        });
+      }
+    };
+    try {
+      try {
+        result = await instance.execute(assemble(batch.map((q) => q.req), total, instance.inputBuffer?.bind(instance)), onHeld);
+      } finally {
+        for (const q of batch) q.req.cancellation?.onCancel(undefined);
+      }
+      this.stats.recordExecution(Math.max(1, total), result.computeInputNs, result.computeInferNs, result.computeOutputNs);
+      perRequest = scatter(result, batch.map((q) => q.req.batchSize), batching);
+    } catch (e) {
+      if (!withdrawn) failAll(asServalError(e), 'BACKEND');
       return;
     }
     const end = now();

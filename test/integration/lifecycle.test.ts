@@ -185,7 +185,14 @@ describe('graceful shutdown under load', () => {
       const grpcCalls = Array.from({ length: 2 }, () =>
         client.call('ModelInfer', { model_name: 'slow', inputs: [{ name: 'INPUT', datatype: 'FP32', shape: [1, 3, 224, 224] }], raw_input_contents: [image(1)] }),
       );
-      await waitFor('five requests accepted', async () => (await pending()) === 5);
+      // All five accepted (queued, executing or already answered) and some still in flight.
+      const answered = async (): Promise<number> => (await get(server.url, '/v2/models/slow/stats')).json().model_stats[0].inference_stats.success.count as number;
+      // Answered first, then pending: a request answered in between is counted once at most.
+      await waitFor('five requests accepted, some still in flight', async () => {
+        const a = await answered();
+        const p = await pending();
+        return p > 0 && a + p === 5;
+      });
       const stopped = server.stop(20_000);
       const results = await Promise.allSettled([...httpCalls, ...grpcCalls]);
       results.forEach((r, i) => expect(r.status, `request ${i}: ${String((r as PromiseRejectedResult).reason)}`).toBe('fulfilled'));

@@ -673,3 +673,118 @@ describe('batchingPolicy from a model config', () => {
     );
   });
 });
+
+// ---------------------------------------------------------------------------------------------
+
+/** An instance that holds one execution behind the running one (like OrtInstance) and can withdraw it. */
+class HoldingInstance implements ModelInstance {
+  readonly placement: InstancePlacement = { name: 'holding_0', kind: 'KIND_CPU', deviceId: -1 };
+  readonly capacity = 2;
+  readonly calls: number[][] = [];
+  readonly ran: number[][] = [];
+  private readonly slots: { x: number[]; dims: number[]; started: boolean; withdrawn: boolean; resolve: (r: ExecResult) => void; reject: (e: Error) => void }[] = [];
+
+  execute(req: ExecRequest, onHeld?: (withdraw: () => boolean) => void): Promise<ExecResult> {
+    const slot = req.inputs[0]!;
+    const x = Array.from(new Int32Array(req.data.buffer, req.data.byteOffset + slot.offset, slot.byteLength / 4));
+    this.calls.push(x);
+    return new Promise((resolve, reject) => {
+      const e = { x, dims: slot.dims, started: this.slots.length === 0, withdrawn: false, resolve, reject };
+      this.slots.push(e);
+      if (!e.started) onHeld?.(() => (e.started ? false : (e.withdrawn = true)));
+    });
+  }
+
+  /** Finishes the running execution; the next one starts (a withdrawn one is skipped). */
+  finish(): void {
+    const e = this.slots.shift()!;
+    this.ran.push(e.x);
+    const y = Int32Array.from(e.x, (v) => 2 * v);
+    e.resolve({ outputs: [{ name: 'Y', datatype: 'INT32', dims: e.dims, data: new Uint8Array(y.buffer) }], computeInputNs: 1, computeInferNs: 2, computeOutputNs: 3 });
+    while (this.slots[0]?.withdrawn) this.slots.shift()!.reject(new ServalError('CANCELLED', 'withdrawn'));
+    if (this.slots[0]) this.slots[0].started = true;
+  }
+
+  async close(): Promise<void> {}
+}
+
+function holdingSetup(dynamic: boolean) {
+  const inst = new HoldingInstance();
+  const stats = new ModelStats();
+  const sched = new Scheduler([inst], { maxBatchSize: 8, dynamic, preferredBatchSizes: [], maxQueueDelayNs: 0, preserveOrdering: false, queue: { levels: 1, defaultLevel: 1, policies: [UNBOUNDED] } }, stats);
+  return { inst, stats, sched };
+}
+
+describe('an instance that holds the next execution (capacity 2)', () => {
+  it('without dynamic batching, the next request waits inside the instance while one runs; the third stays queued', async () => {
+    const { inst, stats, sched } = holdingSetup(false);
+    const rs = [req(1, 2, { outputs: ['Y'] }), req(1, 2, { outputs: ['Y'] }), req(1, 2, { outputs: ['Y'] })];
+    const ps = rs.map((r) => sched.enqueue(r));
+    await tick();
+    expect(inst.calls).toEqual([rs[0]!.x, rs[1]!.x]);
+    expect(stats.pending).toBe(3);
+    inst.finish();
+    expectOwnResult(rs[0]!, await ps[0]!);
+    await tick();
+    expect(inst.calls).toEqual([rs[0]!.x, rs[1]!.x, rs[2]!.x]);
+    inst.finish();
+    inst.finish();
+    expectOwnResult(rs[1]!, await ps[1]!);
+    expectOwnResult(rs[2]!, await ps[2]!);
+    expect(inst.ran).toEqual(rs.map((r) => r.x));
+    expect(stats.executionCount).toBe(3);
+  });
+
+  it('cancelling the held request withdraws it at once: CANCELLED, counted, never run; its slot frees when the instance skips it', async () => {
+    const { inst, stats, sched } = holdingSetup(false);
+    const held = new Cancellation();
+    const rs = [req(1, 2, { outputs: ['Y'] }), req(1, 2, { outputs: ['Y'], cancellation: held }), req(1, 2, { outputs: ['Y'] })];
+    const ps = rs.map((r) => sched.enqueue(r));
+    await tick();
+    expect(inst.calls).toHaveLength(2);
+    held.cancel();
+    await expect(ps[1]).rejects.toMatchObject({ code: 'CANCELLED', message: 'request was cancelled by the client while queued' });
+    expect(stats.failuresByReason.get('CANCELED')).toBe(1);
+    expect(stats.pending).toBe(2);
+    await tick();
+    expect(inst.calls).toHaveLength(2); // the withdrawn one still occupies its slot
+    inst.finish();
+    expectOwnResult(rs[0]!, await ps[0]!);
+    await tick();
+    expect(inst.calls).toEqual([rs[0]!.x, rs[1]!.x, rs[2]!.x]);
+    inst.finish();
+    expectOwnResult(rs[2]!, await ps[2]!);
+    expect(inst.ran).toEqual([rs[0]!.x, rs[2]!.x]);
+    expect(stats.failuresByReason.get('CANCELED')).toBe(1);
+    expect(stats.fail.count).toBe(1);
+    expect(stats.pending).toBe(0);
+  });
+
+  it('cancelling after the held request has started changes nothing: it completes', async () => {
+    const { inst, sched } = holdingSetup(false);
+    const c = new Cancellation();
+    const rs = [req(1, 2, { outputs: ['Y'] }), req(1, 2, { outputs: ['Y'], cancellation: c })];
+    const ps = rs.map((r) => sched.enqueue(r));
+    await tick();
+    inst.finish();
+    await ps[0];
+    c.cancel();
+    inst.finish();
+    expectOwnResult(rs[1]!, await ps[1]!);
+  });
+
+  it('the dynamic batcher keeps requests in its queue until the instance is idle, then batches them', async () => {
+    const { inst, sched } = holdingSetup(true);
+    const rs = [req(1, 2, { outputs: ['Y'] }), req(1, 2, { outputs: ['Y'] }), req(2, 2, { outputs: ['Y'] })];
+    const ps = rs.map((r) => sched.enqueue(r));
+    await tick();
+    expect(inst.calls).toEqual([rs[0]!.x]);
+    inst.finish();
+    await ps[0];
+    await tick();
+    expect(inst.calls).toEqual([rs[0]!.x, [...rs[1]!.x, ...rs[2]!.x]]);
+    inst.finish();
+    expectOwnResult(rs[1]!, await ps[1]!);
+    expectOwnResult(rs[2]!, await ps[2]!);
+  });
+});

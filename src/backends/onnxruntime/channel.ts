@@ -1,27 +1,40 @@
 // The shared memory between the main thread and one instance worker. A postMessage round trip
-// costs the main thread ~50 µs plus a MessagePort dispatch per execution; with one execution
-// in flight per instance, a single request/reply slot in a SharedArrayBuffer and a futex wake
-// (Atomics.notify / waitAsync) do the same for a fraction of that.
+// costs the main thread ~50 µs plus a MessagePort dispatch per execution; request/reply slots in
+// SharedArrayBuffers and futex wakes (Atomics.notify / waitAsync) do the same for a fraction.
 //
+// An instance has SLOTS slots, so the next batch can wait in the worker while one runs: the
+// worker starts it without waiting for the (busy) main thread to notice the previous reply.
+// Commands carry a sequence number s and use slot s % SLOTS; the worker runs them in order.
+// Per slot:
 // `control` (fixed size): Int32 words, then a Float64 header describing the tensors.
 // `arena` (grows): tensor bytes. The main thread assembles a batch's inputs straight into it;
 // the worker writes the outputs back into it (inputs are dead once the run has finished).
-// Whichever side outgrows the arena allocates a bigger one and hands it over on the instance's
-// MessagePort, raising FLAG_NEW_ARENA; the other side picks it up with receiveMessageOnPort.
+// Whichever side outgrows an arena allocates a bigger one and hands it over on the instance's
+// MessagePort ({ slot, arena }), raising FLAG_NEW_ARENA; the other side takes every waiting
+// message with receiveMessageOnPort before it reads the slot.
 import { DATATYPES, type DataType } from '../../core/datatypes.js';
 
-/** Int32 word indexes in `control`. */
-export const REQ_SEQ = 0; // bumped by the main thread per command
+export const SLOTS = 2;
+
+/** Int32 word indexes in a slot's `control`. */
+export const REQ_SEQ = 0; // the command's sequence number
 export const REP_SEQ = 1; // set to the command's REQ_SEQ by the worker when done
 export const OP = 2;
 export const STATUS = 3;
 export const FLAGS = 4;
+/** Slot 0 only: the last sequence number submitted; the worker sleeps on it. */
+export const DOORBELL = 5;
 const CTRL_WORDS = 8;
 
 export const OP_EXEC = 1;
 export const OP_CLOSE = 2;
+/** The worker claims a command by swapping OP_EXEC for OP_TAKEN ... */
+export const OP_TAKEN = 3;
+/** ... unless the main thread withdrew it first (swapped in OP_WITHDRAWN). */
+export const OP_WITHDRAWN = 4;
 export const STATUS_OK = 0;
 export const STATUS_ERROR = 1;
+export const STATUS_WITHDRAWN = 2;
 /** The sender posted a new arena on the port before this command / reply. */
 export const FLAG_NEW_ARENA = 1;
 

@@ -8,7 +8,7 @@ import { ServalError } from '../../core/errors.js';
 import { projectRoot } from '../../paths.js';
 import type { ExecRequest, ExecResult, InstancePlacement, ModelInstance, ModelSignature } from '../backend.js';
 import {
-  arenaSize, Control, FLAG_NEW_ARENA, FLAGS, INITIAL_ARENA, OP, OP_CLOSE, OP_EXEC, REP_SEQ, REQ_SEQ, STATUS, STATUS_OK, whenChanged,
+  arenaSize, Control, DOORBELL, FLAG_NEW_ARENA, FLAGS, INITIAL_ARENA, OP, OP_CLOSE, OP_EXEC, OP_WITHDRAWN, REP_SEQ, REQ_SEQ, SLOTS, STATUS, STATUS_OK, STATUS_WITHDRAWN, whenChanged,
 } from './channel.js';
 import type { ArenaMessage, FromWorker, SessionSettings, WorkerData } from './protocol.js';
 
@@ -56,10 +56,15 @@ interface Pending {
 }
 
 export class OrtInstance implements ModelInstance {
-  private pending: Pending | undefined;
-  private seq = 0;
+  /** Executions it accepts at once: one running, the next waiting in the worker. */
+  readonly capacity = SLOTS;
+  /** By sequence number. */
+  private readonly pending = new Map<number, Pending>();
+  /** Last sequence number submitted, and the last whose reply has been taken. */
+  private submitted = 0;
+  private consumed = 0;
   private dead: string | undefined;
-  private arenaSent = false;
+  private readonly arenaSent: boolean[] = new Array<boolean>(SLOTS).fill(false);
   private unnoticed = 0;
   private readonly inputIndex: Map<string, number>;
   private readonly outputIndex: Map<string, number>;
@@ -68,8 +73,8 @@ export class OrtInstance implements ModelInstance {
     readonly placement: InstancePlacement,
     private readonly worker: Worker,
     readonly signature: ModelSignature,
-    private readonly control: Control,
-    private arena: SharedArrayBuffer,
+    private readonly controls: Control[],
+    private readonly arenas: SharedArrayBuffer[],
     private readonly port: MessagePort,
   ) {
     this.inputIndex = new Map(signature.inputs.map((s, i) => [s.name, i]));
@@ -80,14 +85,14 @@ export class OrtInstance implements ModelInstance {
 
   static start(placement: InstancePlacement, settings: SessionSettings): Promise<OrtInstance> {
     return new Promise((resolve, reject) => {
-      const control = Control.create();
-      const arena = new SharedArrayBuffer(INITIAL_ARENA);
+      const controls = Array.from({ length: SLOTS }, () => Control.create());
+      const arenas = Array.from({ length: SLOTS }, () => new SharedArrayBuffer(INITIAL_ARENA));
       const { port1, port2 } = new MessageChannel();
-      const data: WorkerData = { settings, control: control.sab, arena, port: port2 };
+      const data: WorkerData = { settings, controls: controls.map((c) => c.sab), arenas, port: port2 };
       const worker = new Worker(workerFile(), { workerData: data, transferList: [port2] });
       const onEarly = (msg: FromWorker): void => {
         cleanup();
-        if (msg.type === 'ready') resolve(new OrtInstance(placement, worker, msg.signature, control, arena, port1));
+        if (msg.type === 'ready') resolve(new OrtInstance(placement, worker, msg.signature, controls, arenas, port1));
         else {
           port1.close();
           void worker.terminate();
@@ -115,57 +120,95 @@ export class OrtInstance implements ModelInstance {
     });
   }
 
+  /** The input memory of the next execution: its slot's arena. */
   inputBuffer(byteLength: number): Uint8Array {
-    if (byteLength > this.arena.byteLength) {
-      this.arena = new SharedArrayBuffer(arenaSize(byteLength));
-      this.port.postMessage({ arena: this.arena } satisfies ArenaMessage);
-      this.arenaSent = true;
+    const slot = (this.submitted + 1) % SLOTS;
+    if (byteLength > this.arenas[slot]!.byteLength) {
+      this.arenas[slot] = new SharedArrayBuffer(arenaSize(byteLength));
+      this.port.postMessage({ slot, arena: this.arenas[slot] } satisfies ArenaMessage);
+      this.arenaSent[slot] = true;
     }
-    return new Uint8Array(this.arena, 0, byteLength);
+    return new Uint8Array(this.arenas[slot]!, 0, byteLength);
   }
 
-  execute(req: ExecRequest): Promise<ExecResult> {
+  execute(req: ExecRequest, onHeld?: (withdraw: () => boolean) => void): Promise<ExecResult> {
     if (this.dead) return Promise.reject(ServalError.internal(this.dead));
-    if (this.pending) return Promise.reject(ServalError.internal(`instance ${this.placement.name} is already executing`));
-    let inputs;
-    let outputs;
+    if (this.submitted - this.consumed >= SLOTS) {
+      return Promise.reject(ServalError.internal(`instance ${this.placement.name} already has ${SLOTS} executions`));
+    }
+    const seq = this.submitted + 1;
+    const slot = seq % SLOTS;
+    const control = this.controls[slot]!;
     try {
       // Inputs assembled elsewhere (warm-up samples) are copied in.
-      if (req.data.buffer !== this.arena || req.data.byteOffset !== 0) this.inputBuffer(req.data.byteLength).set(req.data);
-      inputs = req.inputs.map((t) => ({ index: this.index(this.inputIndex, t.name, 'input'), datatype: t.datatype, dims: t.dims, offset: t.offset, byteLength: t.byteLength }));
-      outputs = req.outputs.map((n) => this.index(this.outputIndex, n, 'output'));
-      this.control.writeCommand({ inputs, outputs });
+      if (req.data.buffer !== this.arenas[slot] || req.data.byteOffset !== 0) this.inputBuffer(req.data.byteLength).set(req.data);
+      const inputs = req.inputs.map((t) => ({ index: this.index(this.inputIndex, t.name, 'input'), datatype: t.datatype, dims: t.dims, offset: t.offset, byteLength: t.byteLength }));
+      const outputs = req.outputs.map((n) => this.index(this.outputIndex, n, 'output'));
+      control.writeCommand({ inputs, outputs });
     } catch (e) {
       return Promise.reject(e);
     }
-    const words = this.control.words;
-    Atomics.store(words, FLAGS, this.arenaSent ? FLAG_NEW_ARENA : 0);
-    this.arenaSent = false;
+    this.submitted = seq;
+    const words = control.words;
+    Atomics.store(words, FLAGS, this.arenaSent[slot] ? FLAG_NEW_ARENA : 0);
+    this.arenaSent[slot] = false;
     Atomics.store(words, OP, OP_EXEC);
-    const seq = ++this.seq;
-    const result = new Promise<ExecResult>((resolve, reject) => (this.pending = { resolve, reject }));
     Atomics.store(words, REQ_SEQ, seq);
-    Atomics.notify(words, REQ_SEQ);
-    const wait = whenChanged(words, REP_SEQ, seq - 1);
-    if (wait) {
-      void wait.then(() => this.onReply(seq));
-      watchdog.add(this);
-    } else this.onReply(seq);
+    const held = this.pending.size > 0;
+    const result = new Promise<ExecResult>((resolve, reject) => this.pending.set(seq, { resolve, reject }));
+    this.ring(seq);
+    if (held && onHeld) onHeld(() => this.pending.has(seq) && Atomics.compareExchange(words, OP, OP_EXEC, OP_WITHDRAWN) === OP_EXEC);
+    this.awaitReply(seq);
+    watchdog.add(this);
     return result;
+  }
+
+  /** Takes the replies once `seq`'s reply word changes (re-arming after an early wake). */
+  private awaitReply(seq: number): void {
+    const words = this.controls[seq % SLOTS]!.words;
+    // The slot's reply word still holds the sequence number of its previous command.
+    const wait = whenChanged(words, REP_SEQ, Math.max(0, seq - SLOTS));
+    if (!wait) return this.takeReplies();
+    void wait.then(() => {
+      if (this.pending.has(seq) && Atomics.load(words, REP_SEQ) !== seq) this.awaitReply(seq);
+      else this.takeReplies();
+    });
   }
 
   async close(): Promise<void> {
     if (this.dead) return;
     this.dead = `instance ${this.placement.name} is closed`;
     const exited = new Promise<void>((r) => this.worker.once('exit', () => r()));
-    const words = this.control.words;
-    Atomics.store(words, OP, OP_CLOSE);
-    Atomics.store(words, REQ_SEQ, ++this.seq);
-    Atomics.notify(words, REQ_SEQ);
+    const seq = ++this.submitted;
+    Atomics.store(this.controls[seq % SLOTS]!.words, OP, OP_CLOSE);
+    Atomics.store(this.controls[seq % SLOTS]!.words, REQ_SEQ, seq);
+    this.ring(seq);
     const timer = setTimeout(() => void this.worker.terminate(), 5000);
     await exited;
     clearTimeout(timer);
     this.port.close();
+  }
+
+  /** The watchdog's check: true when a finished execution has been waiting unnoticed for a whole tick. */
+  rescue(): boolean {
+    const seq = this.consumed + 1;
+    if (!this.pending.has(seq) || Atomics.load(this.controls[seq % SLOTS]!.words, REP_SEQ) !== seq) return false;
+    if (this.unnoticed !== seq) {
+      this.unnoticed = seq; // its wake-up may simply not have run yet
+      return false;
+    }
+    this.takeReplies();
+    return true;
+  }
+
+  get waiting(): boolean {
+    return this.pending.size > 0;
+  }
+
+  private ring(seq: number): void {
+    const door = this.controls[0]!.words;
+    Atomics.store(door, DOORBELL, seq);
+    Atomics.notify(door, DOORBELL);
   }
 
   private index(map: Map<string, number>, name: string, what: string): number {
@@ -174,37 +217,41 @@ export class OrtInstance implements ModelInstance {
     return i;
   }
 
-  /** The watchdog's check: true when an execution finished a whole tick ago and is still unnoticed. */
-  rescue(): boolean {
-    if (!this.pending || Atomics.load(this.control.words, REP_SEQ) !== this.seq) return false;
-    if (this.unnoticed !== this.seq) {
-      this.unnoticed = this.seq; // its wake-up may simply not have run yet
-      return false;
+  /** Settles every finished execution, oldest first (the worker runs them in order). */
+  private takeReplies(): void {
+    for (;;) {
+      const seq = this.consumed + 1;
+      const p = this.pending.get(seq);
+      const words = this.controls[seq % SLOTS]!.words;
+      if (!p || Atomics.load(words, REP_SEQ) !== seq) return;
+      this.consumed = seq;
+      this.pending.delete(seq);
+      this.settle(seq % SLOTS, p);
     }
-    this.onReply(this.seq);
-    return true;
   }
 
-  get waiting(): boolean {
-    return this.pending !== undefined;
-  }
-
-  private onReply(seq: number): void {
-    const p = this.pending;
-    if (!p || seq !== this.seq || Atomics.load(this.control.words, REP_SEQ) !== seq) return;
-    this.pending = undefined;
-    const words = this.control.words;
+  private settle(slot: number, p: Pending): void {
+    const control = this.controls[slot]!;
+    const words = control.words;
     if (Atomics.load(words, FLAGS) & FLAG_NEW_ARENA) {
-      this.arena = (receiveMessageOnPort(this.port)!.message as ArenaMessage).arena;
+      for (let m = receiveMessageOnPort(this.port); m; m = receiveMessageOnPort(this.port)) {
+        const { slot: s, arena } = m.message as ArenaMessage;
+        this.arenas[s] = arena;
+      }
     }
-    if (Atomics.load(words, STATUS) !== STATUS_OK) {
-      p.reject(ServalError.internal(`onnxruntime execution failed: ${this.control.readError()}`));
+    const status = Atomics.load(words, STATUS);
+    if (status === STATUS_WITHDRAWN) {
+      p.reject(ServalError.cancelled('execution withdrawn before it started'));
       return;
     }
-    const reply = this.control.readReply();
-    const bytes = new Uint8Array(this.arena);
+    if (status !== STATUS_OK) {
+      p.reject(ServalError.internal(`onnxruntime execution failed: ${control.readError()}`));
+      return;
+    }
+    const reply = control.readReply();
+    const bytes = new Uint8Array(this.arenas[slot]!);
     p.resolve({
-      // One bulk copy per output out of the arena, which the next execution reuses.
+      // One bulk copy per output out of the arena, which a later execution reuses.
       outputs: reply.outputs.map((o) => ({
         name: this.signature.outputs[o.index]!.name,
         datatype: o.datatype,
@@ -219,8 +266,8 @@ export class OrtInstance implements ModelInstance {
 
   private fail(reason: string): void {
     if (!this.dead) this.dead = reason;
-    const p = this.pending;
-    this.pending = undefined;
-    p?.reject(ServalError.internal(reason));
+    const all = [...this.pending.values()];
+    this.pending.clear();
+    for (const p of all) p.reject(ServalError.internal(reason));
   }
 }

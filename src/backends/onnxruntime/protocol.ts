@@ -16,8 +16,9 @@ export interface SessionSettings {
 
 export interface WorkerData {
   settings: SessionSettings;
-  control: SharedArrayBuffer;
-  arena: SharedArrayBuffer;
+  /** One per slot (channel.ts). */
+  controls: SharedArrayBuffer[];
+  arenas: SharedArrayBuffer[];
   /** Carries replacement arenas in both directions. */
   port: MessagePort;
 }
@@ -28,5 +29,6 @@ export type FromWorker =
 
 /** Posted on the arena port by whichever side grew the arena. */
 export interface ArenaMessage {
+  slot: number;
   arena: SharedArrayBuffer;
 }

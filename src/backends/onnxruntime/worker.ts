@@ -6,15 +6,25 @@ import ort from 'onnxruntime-node';
 import { fromOrtType, splitBytes, joinBytes, typedView, type DataType } from '../../core/datatypes.js';
 import type { IoSignature } from '../backend.js';
 import {
-  alignUp, arenaSize, Control, FLAG_NEW_ARENA, FLAGS, OP, OP_CLOSE, REP_SEQ, REQ_SEQ, STATUS, STATUS_ERROR, STATUS_OK,
+  alignUp, arenaSize, Control, DOORBELL, FLAG_NEW_ARENA, FLAGS, OP, OP_CLOSE, OP_EXEC, OP_TAKEN, REP_SEQ, SLOTS, STATUS, STATUS_ERROR, STATUS_OK, STATUS_WITHDRAWN,
   type ExecCommand, type TensorDesc,
 } from './channel.js';
 import type { ArenaMessage, FromWorker, WorkerData } from './protocol.js';
 
 const data = workerData as WorkerData;
 const settings = data.settings;
-const control = new Control(data.control);
-let arena = data.arena;
+const controls = data.controls.map((c) => new Control(c));
+const arenas = [...data.arenas];
+/** The arena of the command being run. */
+let arena = arenas[0]!;
+
+/** Takes every replacement arena the main thread has posted. */
+function takeArenas(): void {
+  for (let m = receiveMessageOnPort(data.port); m; m = receiveMessageOnPort(data.port)) {
+    const { slot, arena: a } = m.message as ArenaMessage;
+    arenas[slot] = a;
+  }
+}
 
 function post(msg: FromWorker): void {
   parentPort!.postMessage(msg);
@@ -79,14 +89,14 @@ function bytesOf(name: string, t: ort.Tensor): { datatype: DataType; bytes: Uint
 }
 
 /** Copies the outputs into the arena (from offset 0: the inputs are no longer needed), growing it if they do not fit. */
-function placeOutputs(names: string[], fetched: ort.InferenceSession.ReturnType, indexes: number[]): TensorDesc[] {
+function placeOutputs(slot: number, names: string[], fetched: ort.InferenceSession.ReturnType, indexes: number[]): TensorDesc[] {
   const parts = names.map((n) => ({ name: n, ...bytesOf(n, fetched[n]!), dims: [...fetched[n]!.dims] }));
   let need = 0;
   for (const p of parts) need = alignUp(need) + p.bytes.byteLength;
   if (need > arena.byteLength) {
-    arena = new SharedArrayBuffer(arenaSize(need));
-    data.port.postMessage({ arena } satisfies ArenaMessage);
-    Atomics.or(control.words, FLAGS, FLAG_NEW_ARENA);
+    arena = arenas[slot] = new SharedArrayBuffer(arenaSize(need));
+    data.port.postMessage({ slot, arena } satisfies ArenaMessage);
+    Atomics.or(controls[slot]!.words, FLAGS, FLAG_NEW_ARENA);
   }
   const out = new Uint8Array(arena);
   let off = 0;
@@ -99,16 +109,16 @@ function placeOutputs(names: string[], fetched: ort.InferenceSession.ReturnType,
   });
 }
 
-async function exec(session: ort.InferenceSession, cmd: ExecCommand): Promise<void> {
+async function exec(session: ort.InferenceSession, slot: number, cmd: ExecCommand): Promise<void> {
   const t0 = process.hrtime.bigint();
   const feeds = toTensors(session, cmd.inputs);
   const names = cmd.outputs.map((i) => session.outputNames[i]!);
   const t1 = process.hrtime.bigint();
   const fetched = await session.run(feeds, names);
   const t2 = process.hrtime.bigint();
-  const outputs = placeOutputs(names, fetched, cmd.outputs);
+  const outputs = placeOutputs(slot, names, fetched, cmd.outputs);
   const t3 = process.hrtime.bigint();
-  control.writeReply({
+  controls[slot]!.writeReply({
     outputs,
     computeInputNs: Number(t1 - t0),
     computeInferNs: Number(t2 - t1),
@@ -136,24 +146,29 @@ async function main(): Promise<void> {
     signature: { inputs: signatureOf(session.inputMetadata), outputs: signatureOf(session.outputMetadata) },
   });
 
-  const words = control.words;
-  let seen = Atomics.load(words, REQ_SEQ);
-  for (;;) {
-    Atomics.wait(words, REQ_SEQ, seen);
-    seen = Atomics.load(words, REQ_SEQ);
+  // Commands run in submission order: sequence number `next` is in slot next % SLOTS.
+  const door = controls[0]!.words;
+  for (let next = 1; ; next++) {
+    // Atomics.wait can return before the value changes (V8 wakes waiters to run interrupts).
+    while (Atomics.load(door, DOORBELL) < next) Atomics.wait(door, DOORBELL, next - 1);
+    const slot = next % SLOTS;
+    const control = controls[slot]!;
+    const words = control.words;
     if (Atomics.load(words, OP) === OP_CLOSE) break;
-    if (Atomics.load(words, FLAGS) & FLAG_NEW_ARENA) {
-      arena = (receiveMessageOnPort(data.port)!.message as ArenaMessage).arena;
-    }
+    if (Atomics.load(words, FLAGS) & FLAG_NEW_ARENA) takeArenas();
     Atomics.store(words, FLAGS, 0);
-    try {
-      await exec(session, control.readCommand());
+    arena = arenas[slot]!;
+    if (Atomics.compareExchange(words, OP, OP_EXEC, OP_TAKEN) !== OP_EXEC) {
+      // Withdrawn by the main thread before it started (its request was cancelled).
+      Atomics.store(words, STATUS, STATUS_WITHDRAWN);
+    } else try {
+      await exec(session, slot, control.readCommand());
       Atomics.store(words, STATUS, STATUS_OK);
     } catch (e) {
       control.writeError(e instanceof Error ? e.message : String(e));
       Atomics.store(words, STATUS, STATUS_ERROR);
     }
-    Atomics.store(words, REP_SEQ, seen);
+    Atomics.store(words, REP_SEQ, next);
     Atomics.notify(words, REP_SEQ);
   }
   await session.release().catch(() => undefined);
