@@ -58,6 +58,7 @@ interface Queued extends Entry {
 }
 
 const now = (): bigint => process.hrtime.bigint();
+const cancelledWhileQueued = (): ServalError => ServalError.cancelled('request was cancelled by the client while queued');
 const ALIGN = 64;
 
 export class Scheduler {
@@ -128,7 +129,7 @@ export class Scheduler {
 
   private cancel(item: Queued): void {
     // Already executing: it completes normally.
-    if (this.queue.remove(item)) this.fail(item, ServalError.cancelled('request was cancelled by the client while queued'), 'CANCELED');
+    if (this.queue.remove(item)) this.fail(item, cancelledWhileQueued(), 'CANCELED');
   }
 
   /** A request that leaves the queue without executing. */
@@ -243,19 +244,14 @@ export class Scheduler {
     // stays taken until the instance skips it, so `busy` is released only when execute settles.
     let withdrawn = false;
     const failAll = (err: ServalError, reason: FailureReason): void => {
-      const end = now();
-      for (const q of batch) {
-        this.stats.pending -= 1;
-        this.stats.recordFailure(q.req.requestStartNs, end, reason);
-        q.reject(err);
-      }
+      for (const q of batch) this.fail(q, err, reason);
     };
     const onHeld = (withdraw: () => boolean): void => {
       for (const q of batch) {
         q.req.cancellation?.onCancel(() => {
           if (withdrawn || !withdraw()) return;
           withdrawn = true;
-          failAll(ServalError.cancelled('request was cancelled by the client while queued'), 'CANCELED');
+          failAll(cancelledWhileQueued(), 'CANCELED');
         });
       }
     };
@@ -290,8 +286,8 @@ export class Scheduler {
 }
 
 /**
- * Copies every request's inputs into one buffer (the only copy on the way in), from `alloc`:
- * the instance's own input memory when it has some.
+ * Copies every request's inputs into one buffer (the main thread's only copy on the way in),
+ * from `alloc`: the instance's own input memory when it has some.
  */
 export function assemble(
   reqs: SchedulerRequest[],

@@ -28,8 +28,6 @@ function workerFile(): string {
 class Watchdog {
   private readonly watched = new Set<OrtInstance>();
   private timer: NodeJS.Timeout | undefined;
-  /** Replies found by the timer after their wake-up failed to arrive within a tick. */
-  rescued = 0;
 
   add(inst: OrtInstance): void {
     this.watched.add(inst);
@@ -38,7 +36,7 @@ class Watchdog {
 
   private check(): void {
     for (const inst of this.watched) {
-      if (inst.rescue()) this.rescued++;
+      inst.rescue();
       if (!inst.waiting) this.watched.delete(inst);
     }
     if (!this.watched.size) {
@@ -48,7 +46,7 @@ class Watchdog {
   }
 }
 
-export const watchdog = new Watchdog();
+const watchdog = new Watchdog();
 
 interface Pending {
   resolve: (r: ExecResult) => void;
@@ -189,16 +187,15 @@ export class OrtInstance implements ModelInstance {
     this.port.close();
   }
 
-  /** The watchdog's check: true when a finished execution has been waiting unnoticed for a whole tick. */
-  rescue(): boolean {
+  /** The watchdog's check: takes a finished execution that has waited unnoticed for a whole tick. */
+  rescue(): void {
     const seq = this.consumed + 1;
-    if (!this.pending.has(seq) || Atomics.load(this.controls[seq % SLOTS]!.words, REP_SEQ) !== seq) return false;
+    if (!this.pending.has(seq) || Atomics.load(this.controls[seq % SLOTS]!.words, REP_SEQ) !== seq) return;
     if (this.unnoticed !== seq) {
       this.unnoticed = seq; // its wake-up may simply not have run yet
-      return false;
+      return;
     }
     this.takeReplies();
-    return true;
   }
 
   get waiting(): boolean {
