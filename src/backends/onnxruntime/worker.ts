@@ -49,23 +49,21 @@ function signatureOf(meta: readonly ort.InferenceSession.ValueMetadata[]): IoSig
 let scratch = new ArrayBuffer(0);
 
 function toTensors(session: ort.InferenceSession, inputs: TensorDesc[]): Record<string, ort.Tensor> {
-  let need = 0;
-  for (const t of inputs) need = alignUp(need) + t.byteLength;
-  if (need > scratch.byteLength) scratch = new ArrayBuffer(arenaSize(need));
+  // The slots keep their arena offsets: one copy of the used range serves every input.
+  let used = 0;
+  for (const t of inputs) used = Math.max(used, t.offset + t.byteLength);
+  if (used > scratch.byteLength) scratch = new ArrayBuffer(arenaSize(used));
+  new Uint8Array(scratch, 0, used).set(new Uint8Array(arena, 0, used));
   const feeds: Record<string, ort.Tensor> = {};
-  let off = 0;
   for (const t of inputs) {
     const name = session.inputNames[t.index]!;
-    off = alignUp(off);
-    const bytes = new Uint8Array(scratch, off, t.byteLength);
-    off += t.byteLength;
+    const bytes = new Uint8Array(scratch, t.offset, t.byteLength);
     if (t.datatype === 'BYTES') {
-      const strings = splitBytes(new Uint8Array(arena, t.offset, t.byteLength), name).map((b) => Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('utf8'));
+      const strings = splitBytes(bytes, name).map((b) => Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('utf8'));
       feeds[name] = new ort.Tensor('string', strings, t.dims);
-      continue;
+    } else {
+      feeds[name] = new ort.Tensor(ortType(t.datatype), typedView(t.datatype, bytes) as never, t.dims);
     }
-    bytes.set(new Uint8Array(arena, t.offset, t.byteLength));
-    feeds[name] = new ort.Tensor(ortType(t.datatype), typedView(t.datatype, bytes) as never, t.dims);
   }
   return feeds;
 }
