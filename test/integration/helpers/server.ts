@@ -138,22 +138,18 @@ export async function startServer(repos: string | string[], extra: string[] = []
  * Runs the server expecting it to exit by itself (a start-up failure). Returns its exit code, or
  * code null if it was still running `timeoutMs` later (it is killed then).
  */
-export async function runServerToExit(repos: string | string[], extra: string[] = [], timeoutMs = 30_000): Promise<ExitResult> {
-  const list = Array.isArray(repos) ? repos : [repos];
-  const p = launch(baseArgs(list, extra));
-  const timeout = sleep(timeoutMs).then(() => 'timeout' as const);
-  const r = await Promise.race([p.exited, timeout]);
-  if (r === 'timeout') {
-    p.child.kill('SIGKILL');
-    await p.exited;
-    return { code: null, stdout: p.out(), stderr: p.err() };
-  }
-  return { code: r, stdout: p.out(), stderr: p.err() };
+export function runServerToExit(repos: string | string[], extra: string[] = [], timeoutMs = 30_000): Promise<ExitResult> {
+  return runToExit(baseArgs(Array.isArray(repos) ? repos : [repos], extra), timeoutMs);
 }
 
 /** Runs the CLI with arbitrary arguments (no repository or port defaults). */
-export async function runCli(args: string[], timeoutMs = 15_000): Promise<ExitResult> {
-  const p = launch([CLI, ...args]);
+export function runCli(args: string[], timeoutMs = 15_000): Promise<ExitResult> {
+  return runToExit([CLI, ...args], timeoutMs);
+}
+
+/** Waits for the process to exit; past `timeoutMs` it is killed and the code is null. */
+async function runToExit(argv: string[], timeoutMs: number): Promise<ExitResult> {
+  const p = launch(argv);
   const timeout = sleep(timeoutMs).then(() => 'timeout' as const);
   const r = await Promise.race([p.exited, timeout]);
   if (r === 'timeout') {
