@@ -28,6 +28,11 @@ export interface ExecOutput {
 
 export interface ExecResult {
   outputs: ExecOutput[];
+  /**
+   * process.hrtime (ns) when the instance started the execution, where it can tell: a request
+   * held inside a busy instance is still queued until then, as Triton counts it.
+   */
+  computeStartNs?: bigint;
   /** Durations measured inside the instance, in nanoseconds. */
   computeInputNs: number;
   computeInferNs: number;

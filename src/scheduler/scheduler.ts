@@ -88,7 +88,7 @@ export class Scheduler {
     return new Promise((resolve, reject) => {
       const item: Queued = {
         req,
-        key: req.inputs.map((i) => `${i.name}:${i.shape.slice(req.batchSize ? 1 : 0).join(',')}`).join(';'),
+        key: this.policy.dynamic ? req.inputs.map((i) => `${i.name}:${i.shape.slice(req.batchSize ? 1 : 0).join(',')}`).join(';') : '',
         queueStartNs: now(),
         resolve: (o) => this.settle(item, () => resolve(o)),
         reject: (e) => this.settle(item, () => reject(e)),
@@ -189,9 +189,10 @@ export class Scheduler {
   /** Picks the next batch from the queue head, or undefined to keep waiting (and arms the delay timer). */
   private nextBatch(): Queued[] | undefined {
     const { dynamic, maxBatchSize, preferredBatchSizes, maxQueueDelayNs } = this.policy;
+    const first = this.queue.first()!;
+    if (!dynamic || first.req.batchSize === 0) return this.take([first]);
     const ordered = this.queue.ordered();
     const head = ordered[0]!;
-    if (!dynamic || head.req.batchSize === 0) return this.take([head]);
 
     // Gather compatible requests in arrival order up to max_batch_size.
     const candidates: Queued[] = [];
@@ -234,7 +235,7 @@ export class Scheduler {
   }
 
   private async execute(instance: ModelInstance, batch: Queued[]): Promise<void> {
-    const computeStartNs = now();
+    const dispatchNs = now();
     const batching = batch[0]!.req.batchSize > 0;
     const total = batching ? batch.reduce((s, q) => s + q.req.batchSize, 0) : 0;
     let result: ExecResult;
@@ -268,6 +269,8 @@ export class Scheduler {
       return;
     }
     const end = now();
+    // Time held inside a busy instance is queue time, as Triton counts it.
+    const computeStartNs = result.computeStartNs !== undefined && result.computeStartNs > dispatchNs ? result.computeStartNs : dispatchNs;
     batch.forEach((q, i) => {
       const timing: RequestTiming = {
         requestStartNs: q.req.requestStartNs,
@@ -279,8 +282,9 @@ export class Scheduler {
       };
       this.stats.pending -= 1;
       this.stats.recordSuccess(Math.max(1, q.req.batchSize), timing, end);
-      const wanted = new Set(q.req.outputs);
-      q.resolve(perRequest[i]!.filter((o) => wanted.has(o.name)));
+      // The batch computed the union of its requests' outputs; each gets only its own.
+      const mine = perRequest[i]!;
+      q.resolve(mine.length === q.req.outputs.length ? mine : mine.filter((o) => q.req.outputs.includes(o.name)));
     });
   }
 }

@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OrtInstance } from '../../src/backends/onnxruntime/instance.js';
-import { INITIAL_ARENA } from '../../src/backends/onnxruntime/channel.js';
+import { INITIAL_ARENA, SLOTS } from '../../src/backends/onnxruntime/channel.js';
 import { GraphBuilder } from '../../tools/onnx/builder.js';
 
 /** UINT8 [n] → FP64 [n]: the output is 8× the input, so the worker must grow the arena. */
@@ -79,7 +79,7 @@ describe('OrtInstance', () => {
     await run(input(3, 9));
   });
 
-  it('holds a second execution behind the running one; a withdrawn one never runs, and the instance carries on', async () => {
+  it('holds later executions behind the running one up to its slots; a withdrawn one never runs, and the instance carries on', async () => {
     const cmd = (x: Uint8Array) => ({ data: x, inputs: [{ name: 'X', datatype: 'UINT8' as const, dims: [x.length], offset: 0, byteLength: x.length }], outputs: ['Y'] });
     const a = input(64 * INITIAL_ARENA, 10); // 4 MiB in, 32 MiB out: milliseconds of work
     const b = input(1000, 11);
@@ -95,13 +95,19 @@ describe('OrtInstance', () => {
         expect(attempt).toBeLessThan(5);
         continue;
       }
-      await expect(inst.execute(cmd(c))).rejects.toThrow('instance widen_0 already has 2 executions');
+      // The other slots fill up with held executions of `c`; one more is refused.
+      const rest = Array.from({ length: SLOTS - 2 }, () => inst.execute(cmd(c), () => undefined));
+      await expect(inst.execute(cmd(c))).rejects.toThrow(`instance widen_0 already has ${SLOTS} executions`);
       const withdrawn = heldB();
       const ra = await pa;
       expect(Array.from(new Float64Array(ra.outputs[0]!.data.buffer, 0, 5))).toEqual(Array.from(a.subarray(0, 5)));
       if (withdrawn) await expect(pb).rejects.toMatchObject({ code: 'CANCELLED' });
       else expect((await pb).outputs[0]!.dims).toEqual([1000]);
       expect(heldB()).toBe(false); // settled: nothing left to withdraw
+      // Those behind the withdrawn one still run, in order, with their own data.
+      for (const r of await Promise.all(rest)) {
+        expect(Array.from(new Float64Array(r.outputs[0]!.data.buffer, r.outputs[0]!.data.byteOffset, 2000))).toEqual(Array.from(c));
+      }
       break;
     }
     await run(input(77, 13));

@@ -26,6 +26,7 @@ describe('instance channel', () => {
       computeInputNs: 1234,
       computeInferNs: 98765,
       computeOutputNs: 42,
+      startNs: Number(process.hrtime.bigint()),
     };
     c.writeReply(reply);
     expect(new Control(c.sab).readReply()).toStrictEqual(reply);

@@ -682,14 +682,14 @@ class HoldingInstance implements ModelInstance {
   readonly capacity = 2;
   readonly calls: number[][] = [];
   readonly ran: number[][] = [];
-  private readonly slots: { x: number[]; dims: number[]; started: boolean; withdrawn: boolean; resolve: (r: ExecResult) => void; reject: (e: Error) => void }[] = [];
+  private readonly slots: { x: number[]; dims: number[]; started: boolean; startNs: bigint; withdrawn: boolean; resolve: (r: ExecResult) => void; reject: (e: Error) => void }[] = [];
 
   execute(req: ExecRequest, onHeld?: (withdraw: () => boolean) => void): Promise<ExecResult> {
     const slot = req.inputs[0]!;
     const x = Array.from(new Int32Array(req.data.buffer, req.data.byteOffset + slot.offset, slot.byteLength / 4));
     this.calls.push(x);
     return new Promise((resolve, reject) => {
-      const e = { x, dims: slot.dims, started: this.slots.length === 0, withdrawn: false, resolve, reject };
+      const e = { x, dims: slot.dims, started: this.slots.length === 0, startNs: process.hrtime.bigint(), withdrawn: false, resolve, reject };
       this.slots.push(e);
       if (!e.started) onHeld?.(() => (e.started ? false : (e.withdrawn = true)));
     });
@@ -700,9 +700,12 @@ class HoldingInstance implements ModelInstance {
     const e = this.slots.shift()!;
     this.ran.push(e.x);
     const y = Int32Array.from(e.x, (v) => 2 * v);
-    e.resolve({ outputs: [{ name: 'Y', datatype: 'INT32', dims: e.dims, data: new Uint8Array(y.buffer) }], computeInputNs: 1, computeInferNs: 2, computeOutputNs: 3 });
+    e.resolve({ outputs: [{ name: 'Y', datatype: 'INT32', dims: e.dims, data: new Uint8Array(y.buffer) }], computeStartNs: e.startNs, computeInputNs: 1, computeInferNs: 2, computeOutputNs: 3 });
     while (this.slots[0]?.withdrawn) this.slots.shift()!.reject(new ServalError('CANCELLED', 'withdrawn'));
-    if (this.slots[0]) this.slots[0].started = true;
+    if (this.slots[0]) {
+      this.slots[0].started = true;
+      this.slots[0].startNs = process.hrtime.bigint();
+    }
   }
 
   async close(): Promise<void> {}
@@ -758,6 +761,23 @@ describe('an instance that holds the next execution (capacity 2)', () => {
     expect(stats.failuresByReason.get('CANCELED')).toBe(1);
     expect(stats.fail.count).toBe(1);
     expect(stats.pending).toBe(0);
+  });
+
+  it('time held inside the busy instance counts as queue time (Triton: queue ends when execution starts)', async () => {
+    const { inst, stats, sched } = holdingSetup(false);
+    const rs = [req(1, 2, { outputs: ['Y'] }), req(1, 2, { outputs: ['Y'] })];
+    const ps = rs.map((r) => sched.enqueue(r));
+    await tick();
+    expect(inst.calls).toHaveLength(2); // the second is held, not running
+    await new Promise((r) => setTimeout(r, 30));
+    inst.finish();
+    await ps[0];
+    const queuedBefore = stats.queue.ns;
+    expect(queuedBefore).toBeLessThan(10e6); // the first started at once
+    inst.finish();
+    await ps[1];
+    expect(stats.queue.count).toBe(2);
+    expect(stats.queue.ns - queuedBefore).toBeGreaterThanOrEqual(25e6); // the second's 30 ms behind the first
   });
 
   it('cancelling after the held request has started changes nothing: it completes', async () => {

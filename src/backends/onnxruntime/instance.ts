@@ -8,7 +8,7 @@ import { ServalError } from '../../core/errors.js';
 import { projectRoot } from '../../paths.js';
 import type { ExecRequest, ExecResult, InstancePlacement, ModelInstance, ModelSignature } from '../backend.js';
 import {
-  arenaSize, Control, DOORBELL, FLAG_NEW_ARENA, FLAGS, INITIAL_ARENA, OP, OP_CLOSE, OP_EXEC, OP_WITHDRAWN, REP_SEQ, REQ_SEQ, SLOTS, STATUS, STATUS_OK, STATUS_WITHDRAWN, whenChanged,
+  arenaSize, Control, DONE, DOORBELL, FLAG_NEW_ARENA, FLAGS, INITIAL_ARENA, OP, OP_CLOSE, OP_EXEC, OP_WITHDRAWN, REP_SEQ, REQ_SEQ, SLOTS, STATUS, STATUS_OK, STATUS_WITHDRAWN, whenChanged,
 } from './channel.js';
 import type { ArenaMessage, FromWorker, SessionSettings, WorkerData } from './protocol.js';
 
@@ -64,6 +64,7 @@ export class OrtInstance implements ModelInstance {
   private dead: string | undefined;
   private readonly arenaSent: boolean[] = new Array<boolean>(SLOTS).fill(false);
   private unnoticed = 0;
+  private listening = false;
   private readonly inputIndex: Map<string, number>;
   private readonly outputIndex: Map<string, number>;
 
@@ -156,21 +157,32 @@ export class OrtInstance implements ModelInstance {
     const result = new Promise<ExecResult>((resolve, reject) => this.pending.set(seq, { resolve, reject }));
     this.ring(seq);
     if (held && onHeld) onHeld(() => this.pending.has(seq) && Atomics.compareExchange(words, OP, OP_EXEC, OP_WITHDRAWN) === OP_EXEC);
-    this.awaitReply(seq);
+    this.listen();
     watchdog.add(this);
     return result;
   }
 
-  /** Takes the replies once `seq`'s reply word changes (re-arming after an early wake). */
-  private awaitReply(seq: number): void {
-    const words = this.controls[seq % SLOTS]!.words;
-    // The slot's reply word still holds the sequence number of its previous command.
-    const wait = whenChanged(words, REP_SEQ, Math.max(0, seq - SLOTS));
-    if (!wait) return this.takeReplies();
-    void wait.then(() => {
-      if (this.pending.has(seq) && Atomics.load(words, REP_SEQ) !== seq) this.awaitReply(seq);
-      else this.takeReplies();
-    });
+  /**
+   * Waits (one waitAsync at a time) for the worker to finish anything newer than what has been
+   * taken, then takes every finished reply.
+   */
+  private listen(): void {
+    const door = this.controls[0]!.words;
+    while (!this.listening && this.pending.size) {
+      // DONE is written just after a slot's reply word, so it can lag behind what was taken:
+      // wait for a change of the value read before taking, never of `consumed`.
+      const done = Atomics.load(door, DONE);
+      this.takeReplies();
+      if (!this.pending.size) return;
+      const wait = whenChanged(door, DONE, done);
+      if (!wait) continue;
+      this.listening = true;
+      void wait.then(() => {
+        this.listening = false;
+        this.takeReplies();
+        this.listen();
+      });
+    }
   }
 
   async close(): Promise<void> {
@@ -255,6 +267,7 @@ export class OrtInstance implements ModelInstance {
         dims: o.dims,
         data: bytes.slice(o.offset, o.offset + o.byteLength),
       })),
+      computeStartNs: BigInt(reply.startNs),
       computeInputNs: reply.computeInputNs,
       computeInferNs: reply.computeInferNs,
       computeOutputNs: reply.computeOutputNs,

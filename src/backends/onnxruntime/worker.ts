@@ -6,7 +6,7 @@ import ort from 'onnxruntime-node';
 import { fromOrtType, splitBytes, joinBytes, typedView, type DataType } from '../../core/datatypes.js';
 import type { IoSignature } from '../backend.js';
 import {
-  alignUp, arenaSize, Control, DOORBELL, FLAG_NEW_ARENA, FLAGS, OP, OP_CLOSE, OP_EXEC, OP_TAKEN, REP_SEQ, SLOTS, STATUS, STATUS_ERROR, STATUS_OK, STATUS_WITHDRAWN,
+  alignUp, arenaSize, Control, DONE, DOORBELL, FLAG_NEW_ARENA, FLAGS, OP, OP_CLOSE, OP_EXEC, OP_TAKEN, REP_SEQ, SLOTS, STATUS, STATUS_ERROR, STATUS_OK, STATUS_WITHDRAWN,
   type ExecCommand, type TensorDesc,
 } from './channel.js';
 import type { ArenaMessage, FromWorker, WorkerData } from './protocol.js';
@@ -118,6 +118,7 @@ async function exec(session: ort.InferenceSession, slot: number, cmd: ExecComman
   const t3 = process.hrtime.bigint();
   controls[slot]!.writeReply({
     outputs,
+    startNs: Number(t0),
     computeInputNs: Number(t1 - t0),
     computeInferNs: Number(t2 - t1),
     computeOutputNs: Number(t3 - t2),
@@ -167,7 +168,8 @@ async function main(): Promise<void> {
       Atomics.store(words, STATUS, STATUS_ERROR);
     }
     Atomics.store(words, REP_SEQ, next);
-    Atomics.notify(words, REP_SEQ);
+    Atomics.store(door, DONE, next);
+    Atomics.notify(door, DONE);
   }
   await session.release().catch(() => undefined);
   data.port.close();

@@ -158,7 +158,10 @@ export function encodeInferResponse(res: InferResponse, decoded: DecodedInfer): 
   if (res.id) doc.id = res.id;
   if (res.parameters && Object.keys(res.parameters).length) doc.parameters = res.parameters;
   doc.outputs = outputs;
-  const json = Buffer.from(encodeJson(doc), 'utf8');
+  // Names, shapes and byte sizes only (all outputs binary, no parameters): nothing needs the
+  // exact-integer encoder, whose replacer costs more than the plain stringify.
+  const plain = binary.length === outputs.length && doc.parameters === undefined;
+  const json = Buffer.from(plain ? JSON.stringify(doc) : encodeJson(doc), 'utf8');
   if (!binary.length) return { chunks: [json] };
   return { chunks: [json, ...binary], headerLength: json.byteLength };
 }

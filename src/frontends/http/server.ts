@@ -40,6 +40,7 @@ async function decompress(req: FastifyRequest, body: Buffer): Promise<Buffer> {
 
 /** Picks gzip or deflate when the client accepts it (tritonclient's response compression). */
 export function acceptedEncoding(header: string | string[] | undefined): 'gzip' | 'deflate' | undefined {
+  if (header === undefined) return undefined;
   const accepted = new Map<string, number>();
   for (const part of String(header ?? '').toLowerCase().split(',')) {
     const [coding, ...params] = part.split(';').map((s) => s.trim());
