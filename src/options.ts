@@ -14,6 +14,9 @@ export interface ServerOptions {
   allowHttp: boolean;
   allowGrpc: boolean;
   allowMetrics: boolean;
+  allowCpuMetrics: boolean;
+  /** Accepted for tritonserver compatibility; Serval has no GPU metrics (no NVML/DCGM). */
+  allowGpuMetrics: boolean;
   logVerbose: number;
   exitOnError: boolean;
   strictReadiness: boolean;
@@ -39,6 +42,8 @@ export const DEFAULTS: ServerOptions = {
   allowHttp: true,
   allowGrpc: true,
   allowMetrics: true,
+  allowCpuMetrics: true,
+  allowGpuMetrics: true,
   logVerbose: 0,
   exitOnError: true,
   strictReadiness: true,
@@ -66,6 +71,8 @@ const FLAGS: Record<string, [keyof ServerOptions, Kind]> = {
   'allow-http': ['allowHttp', 'bool'],
   'allow-grpc': ['allowGrpc', 'bool'],
   'allow-metrics': ['allowMetrics', 'bool'],
+  'allow-cpu-metrics': ['allowCpuMetrics', 'bool'],
+  'allow-gpu-metrics': ['allowGpuMetrics', 'bool'],
   'log-verbose': ['logVerbose', 'int'],
   'exit-on-error': ['exitOnError', 'bool'],
   'strict-readiness': ['strictReadiness', 'bool'],
@@ -172,7 +179,9 @@ export const USAGE = `Usage: serval --model-repository PATH [options]
   --allow-http BOOL          serve HTTP (default true)
   --allow-grpc BOOL          serve gRPC (default true)
   --allow-metrics BOOL       serve metrics (default true)
-  --metrics-interval-ms N    metrics refresh interval (default 2000)
+  --allow-cpu-metrics BOOL   serve nv_cpu_utilization / nv_cpu_memory_* (default true)
+  --allow-gpu-metrics BOOL   accepted; Serval reports no GPU metrics
+  --metrics-interval-ms N    how often the per-interval (CPU) metrics are sampled (default 2000)
   --http-max-input-size N    largest accepted HTTP request body in bytes (default 67108864)
   --log-verbose N            0 quiet (errors, warnings), 1 info, 2 debug
   --exit-on-error BOOL       exit if any model fails to load (default true)

@@ -96,7 +96,10 @@ export async function startServer(opts: ServerOptions, log: Logger, print: (line
     }
     if (opts.allowMetrics) {
       starting = `the metrics service on ${opts.metricsAddress}:${opts.metricsPort}`;
-      const m = await startMetricsServer(core, opts.metricsAddress, opts.metricsPort);
+      const m = await startMetricsServer(core, opts.metricsAddress, opts.metricsPort, {
+        intervalMs: opts.metricsIntervalMs,
+        cpuMetrics: opts.allowCpuMetrics,
+      });
       metrics = m.server;
       running.metricsPort = m.port;
       print(`Started Metrics Service at ${opts.metricsAddress}:${m.port}`);

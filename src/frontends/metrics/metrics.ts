@@ -1,5 +1,7 @@
-// Prometheus metrics with Triton's names and labels, read from the same statistics the
-// statistics API reports (collected at scrape time, so the two always agree).
+// Prometheus metrics with Triton's names and labels. Per-request metrics are read from the same
+// statistics the statistics API reports, at scrape time, so the two always agree. Triton's
+// "per interval" metrics (CPU utilization and memory) are sampled every --metrics-interval-ms,
+// so every scraper sees the same value whatever its own scrape interval.
 import http from 'node:http';
 import os from 'node:os';
 import client from 'prom-client';
@@ -12,7 +14,52 @@ function labelsOf(mv: ModelVersion): Labels {
   return { model: mv.name, version: String(mv.version) };
 }
 
-export function buildRegistry(core: InferenceCore): client.Registry {
+export interface MetricsOptions {
+  /** --metrics-interval-ms: how often the per-interval metrics are sampled. */
+  intervalMs: number;
+  /** --allow-cpu-metrics. */
+  cpuMetrics: boolean;
+}
+
+/** The machine's CPU utilization over the last interval and its memory, sampled on a timer. */
+export class CpuSampler {
+  utilization = 0;
+  memoryTotal = os.totalmem();
+  memoryUsed = os.totalmem() - os.freemem();
+  private last = CpuSampler.times();
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(intervalMs: number) {
+    this.timer = setInterval(() => this.sample(), Math.max(1, intervalMs));
+    this.timer.unref();
+  }
+
+  private static times(): { busy: number; total: number } {
+    let busy = 0;
+    let total = 0;
+    for (const { times: t } of os.cpus()) {
+      const all = t.user + t.nice + t.sys + t.irq + t.idle;
+      busy += all - t.idle;
+      total += all;
+    }
+    return { busy, total };
+  }
+
+  sample(): void {
+    const now = CpuSampler.times();
+    const total = now.total - this.last.total;
+    this.utilization = total > 0 ? Math.min(1, Math.max(0, (now.busy - this.last.busy) / total)) : 0;
+    this.last = now;
+    this.memoryTotal = os.totalmem();
+    this.memoryUsed = this.memoryTotal - os.freemem();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+  }
+}
+
+export function buildRegistry(core: InferenceCore, cpu?: CpuSampler): client.Registry {
   const registry = new client.Registry();
   client.collectDefaultMetrics({ register: registry });
   const versions = (): ModelVersion[] => core.repository.loadedVersions();
@@ -63,48 +110,26 @@ export function buildRegistry(core: InferenceCore): client.Registry {
     },
   });
 
-  // Triton's CPU metrics.
-  let lastCpu = os.cpus().map((c) => c.times);
-  new client.Gauge({
-    name: 'nv_cpu_utilization',
-    help: 'CPU utilization rate [0.0 - 1.0]',
-    registers: [registry],
-    collect() {
-      const now = os.cpus().map((c) => c.times);
-      let busy = 0;
-      let total = 0;
-      now.forEach((t, i) => {
-        const p = lastCpu[i] ?? t;
-        const idle = t.idle - p.idle;
-        const all = t.user + t.nice + t.sys + t.irq + t.idle - (p.user + p.nice + p.sys + p.irq + p.idle);
-        busy += all - idle;
-        total += all;
-      });
-      lastCpu = now;
-      this.set(total > 0 ? busy / total : 0);
-    },
-  });
-  new client.Gauge({
-    name: 'nv_cpu_memory_total_bytes',
-    help: 'CPU total memory (RAM), in bytes',
-    registers: [registry],
-    collect() {
-      this.set(os.totalmem());
-    },
-  });
-  new client.Gauge({
-    name: 'nv_cpu_memory_used_bytes',
-    help: 'CPU used memory (RAM), in bytes',
-    registers: [registry],
-    collect() {
-      this.set(os.totalmem() - os.freemem());
-    },
-  });
+  // Triton's CPU metrics (per interval).
+  if (cpu) {
+    const gauge = (name: string, help: string, read: () => number): void => {
+      new client.Gauge({ name, help, registers: [registry], collect() { this.set(read()); } });
+    };
+    gauge('nv_cpu_utilization', 'CPU utilization rate [0.0 - 1.0]', () => cpu.utilization);
+    gauge('nv_cpu_memory_total_bytes', 'CPU total memory (RAM), in bytes', () => cpu.memoryTotal);
+    gauge('nv_cpu_memory_used_bytes', 'CPU used memory (RAM), in bytes', () => cpu.memoryUsed);
+  }
   return registry;
 }
 
-export async function startMetricsServer(core: InferenceCore, host: string, port: number): Promise<{ server: http.Server; port: number }> {
-  const registry = buildRegistry(core);
+export async function startMetricsServer(
+  core: InferenceCore,
+  host: string,
+  port: number,
+  opts: MetricsOptions,
+): Promise<{ server: http.Server; port: number }> {
+  const cpu = opts.cpuMetrics ? new CpuSampler(opts.intervalMs) : undefined;
+  const registry = buildRegistry(core, cpu);
   const server = http.createServer((req, res) => {
     if (req.method !== 'GET' || (req.url ?? '').split('?')[0] !== '/metrics') {
       res.writeHead(404, { 'content-type': 'text/plain' }).end('not found; metrics are at /metrics\n');
@@ -115,8 +140,12 @@ export async function startMetricsServer(core: InferenceCore, host: string, port
       (e: Error) => res.writeHead(500, { 'content-type': 'text/plain' }).end(e.message),
     );
   });
+  server.once('close', () => cpu?.stop());
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
+    server.once('error', (e) => {
+      cpu?.stop();
+      reject(e);
+    });
     server.listen(port, host, () => resolve());
   });
   const addr = server.address();
