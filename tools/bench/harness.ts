@@ -132,14 +132,20 @@ export async function runMeasured(cmd: string[], log: string, timeoutS: number, 
   const argv = useTime ? ['/usr/bin/time', '-f', '%U %S', '-o', timeFile, ...cmd] : cmd;
   const before = snapshot(serverPid);
   const monoStart = Number(process.hrtime.bigint() / 1000n);
-  const child = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
+  // Its own process group, so a timeout kills perf_analyzer itself and not only /usr/bin/time
+  // (the stdio pipes stay open, and 'close' never comes, while the grandchild lives).
+  const child = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   let out = '';
   child.stdout.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr.on('data', (d: Buffer) => (out += d.toString()));
   let timedOut = false;
   const timer = setTimeout(() => {
     timedOut = true;
-    child.kill('SIGKILL');
+    try {
+      process.kill(-child.pid!, 'SIGKILL');
+    } catch {
+      child.kill('SIGKILL');
+    }
   }, timeoutS * 1000);
   const code = await new Promise<number | null>((r) => child.on('close', (c) => r(c)));
   clearTimeout(timer);
