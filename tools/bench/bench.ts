@@ -401,15 +401,15 @@ class Bench {
     const logFile = path.join(this.work, 'logs', `pa_${id}.log`);
     const csv = path.join(this.work, 'csv', `pa_${id}.csv`);
     const t0 = Date.now();
-    const attempt = async (stability: number, trials = this.plan.trials) => {
+    const attempt = async (stability: number, trials = this.plan.trials, windowMs = p.windowMs) => {
       const server = managed.server;
       const url = p.proto === 'grpc' ? server.grpc! : server.http!;
       const c = [
         PA, '-m', p.modelName, '-u', url, '-i', p.proto, '-b', '1', '--concurrency-range', `${p.conc}:${p.conc}`,
-        '-p', String(p.windowMs), '-s', String(stability), '-r', String(trials), '-f', csv, ...(p.extra ?? []),
+        '-p', String(windowMs), '-s', String(stability), '-r', String(trials), '-f', csv, ...(p.extra ?? []),
       ];
       const command = this.cmd(c);
-      const timeout = Math.ceil((p.windowMs / 1000) * (trials + 3) * 2 + 30);
+      const timeout = Math.ceil((windowMs / 1000) * (trials + 3) * 2 + 30);
       const r = await runMeasured(c, logFile, timeout, server.pid);
       return { r, command };
     };
@@ -422,12 +422,14 @@ class Bench {
       ({ r, command } = await attempt(stability));
     }
     if (r.timedOut && !/Inferences\/Second vs\. Client/.test(r.stdout)) {
-      // At ~20,000 requests/s perf_analyzer 2.51 keeps every timestamp of every window and its
-      // own post-processing can take minutes (seen against the bare fastify server): one retry
-      // with fewer trials, so it holds less.
-      notes.push('perf_analyzer stalled without a report; retried with -r 3');
-      log(`    perf_analyzer stalled; retrying with -r 3`);
-      ({ r, command } = await attempt(this.plan.retryStability, 3));
+      // Against the bare fastify server (~20,000 requests/s) perf_analyzer 2.51 needs more than
+      // a core of its own; its main thread then falls behind collecting timestamps, never closes
+      // the window and grows without bound (1.3 GB in 40 s, seen with ps). One retry with
+      // shorter windows and fewer trials, so there is less to collect per window.
+      const shorter = Math.max(500, Math.round(p.windowMs / 2));
+      notes.push(`perf_analyzer stalled without a report; retried with -p ${shorter} -r 3`);
+      log(`    perf_analyzer stalled; retrying with -p ${shorter} -r 3`);
+      ({ r, command } = await attempt(this.plan.retryStability, 3, shorter));
     }
     if (r.code !== 0) {
       const why = await managed.ensure();
