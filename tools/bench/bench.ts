@@ -416,6 +416,9 @@ class Bench {
     const firstStability = this.plan.stabilityFor[p.model] ?? this.plan.stability;
     let stability = firstStability;
     let { r, command } = await attempt(stability);
+    // A profile is cut to this span and divided by the requests the server answered meanwhile,
+    // which include those of any attempt that was retried.
+    const firstStartUs = r.monoUs[0];
     if (r.code !== 0 && /Failed to obtain stable measurement/.test(r.stdout)) {
       stability = this.plan.retryStability;
       log(`    unstable at -s ${firstStability}; retrying with -s ${stability}`);
@@ -457,7 +460,7 @@ class Bench {
     const res = r.code === 0 || reportDone ? parsePerfAnalyzer(r.stdout) : undefined;
     const point: Point = {
       phase: p.phase, model: p.model, variant: p.variant, modelName: p.modelName, server: managed.name,
-      proto: p.proto, conc: p.conc, repeat: p.repeat, ok: !!res, stability, res, use: r.use, monoUs: r.monoUs, command,
+      proto: p.proto, conc: p.conc, repeat: p.repeat, ok: !!res, stability, res, use: r.use, monoUs: [firstStartUs, r.monoUs[1]], command,
       log: rel(logFile), seconds: (Date.now() - t0) / 1000,
     };
     if (!res) {

@@ -53,7 +53,7 @@ export interface Point {
   stability: number;
   res?: PaResult;
   use?: CpuUse;
-  /** CLOCK_MONOTONIC µs around the perf_analyzer run. */
+  /** CLOCK_MONOTONIC µs around the perf_analyzer run (from the start of its first attempt). */
   monoUs?: [number, number];
   command: string;
   log: string;
