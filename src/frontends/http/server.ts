@@ -42,7 +42,7 @@ async function decompress(req: FastifyRequest, body: Buffer): Promise<Buffer> {
 export function acceptedEncoding(header: string | string[] | undefined): 'gzip' | 'deflate' | undefined {
   if (header === undefined) return undefined;
   const accepted = new Map<string, number>();
-  for (const part of String(header ?? '').toLowerCase().split(',')) {
+  for (const part of String(header).toLowerCase().split(',')) {
     const [coding, ...params] = part.split(';').map((s) => s.trim());
     if (!coding) continue;
     const q = params.find((p) => p.startsWith('q='));
