@@ -189,10 +189,9 @@ export class Scheduler {
   /** Picks the next batch from the queue head, or undefined to keep waiting (and arms the delay timer). */
   private nextBatch(): Queued[] | undefined {
     const { dynamic, maxBatchSize, preferredBatchSizes, maxQueueDelayNs } = this.policy;
-    const first = this.queue.first()!;
-    if (!dynamic || first.req.batchSize === 0) return this.take([first]);
+    const head = this.queue.first()!;
+    if (!dynamic || head.req.batchSize === 0) return this.take([head]);
     const ordered = this.queue.ordered();
-    const head = ordered[0]!;
 
     // Gather compatible requests in arrival order up to max_batch_size.
     const candidates: Queued[] = [];

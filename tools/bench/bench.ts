@@ -222,6 +222,9 @@ function maxBatchOf(configText: string): number {
  * seen to signal process groups by stale ids, so a server may die under a run that is not its
  * fault; the point is then re-run on a fresh server and the restart is reported.
  */
+/** perf_analyzer's report is complete once it has printed its closing throughput-vs-latency summary. */
+const printedReport = (stdout: string): boolean => /Inferences\/Second vs\. Client/.test(stdout);
+
 class Managed {
   server!: Server;
   restarts = 0;
@@ -424,7 +427,7 @@ class Bench {
       log(`    unstable at -s ${firstStability}; retrying with -s ${stability}`);
       ({ r, command } = await attempt(stability));
     }
-    if (r.timedOut && !/Inferences\/Second vs\. Client/.test(r.stdout)) {
+    if (r.timedOut && !printedReport(r.stdout)) {
       // Against the bare fastify server (~20,000 requests/s) perf_analyzer 2.51 needs more than
       // a core of its own; its main thread then falls behind collecting timestamps, never closes
       // the window and grows without bound (1.3 GB in 40 s, seen with ps). One retry with
@@ -454,7 +457,7 @@ class Bench {
     if (r.code === 0 && r.use.otherCores > NOISY_CORES) notes.push(`noisy: other processes used ${r.use.otherCores.toFixed(2)} cores`);
     // perf_analyzer 2.51 sometimes hangs on exit after printing its whole report; the report
     // (it ends with the throughput-vs-latency summary) is then as good as a clean exit.
-    const reportDone = r.timedOut && /Inferences\/Second vs\. Client/.test(r.stdout);
+    const reportDone = r.timedOut && printedReport(r.stdout);
     if (reportDone) notes.push('perf_analyzer hung after printing its report and was killed; the report is used');
     for (const n of notes) this.results.errors.push(`${id}: ${n}`);
     const res = r.code === 0 || reportDone ? parsePerfAnalyzer(r.stdout) : undefined;
