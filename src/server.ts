@@ -11,7 +11,8 @@ import { startMetricsServer } from './frontends/metrics/metrics.js';
 import type { Logger } from './log.js';
 import type { ServerOptions } from './options.js';
 import { projectRoot } from './paths.js';
-import { ModelRepository, type IndexRow } from './repository/repository.js';
+import type { IndexRow } from './kernel/types.js';
+import { ModelRepository } from './repository/repository.js';
 
 export const EXTENSIONS = [
   'classification',

@@ -1,8 +1,13 @@
-// The contract between the scheduler and a backend. A backend turns a model version's
-// config and files into instances; an instance executes one assembled batch at a time.
-import type { DataType } from '../core/datatypes.js';
+// The backend seam. A backend says which model configs it takes, reads a model file's signature,
+// auto-completes a config from it, places instances, and starts them. An instance runs one
+// assembled batch at a time. The load pipeline (model/model_version.ts) and the scheduler see only
+// these types; a new backend is one folder under backends/ plus its line in registry.ts.
+import type { InstancePlacement, PlacedInstances } from '../config/resolved.js';
+import type { ModelSignature } from '../config/signature.js';
+import type { ModelConfig } from '../config/types.js';
+import type { DataType } from '../kernel/datatypes.js';
 
-/** One tensor inside a batch buffer: `byteLength` bytes at `offset`. */
+/** One tensor inside a reservation's buffer: `byteLength` bytes at `offset`. */
 export interface TensorSlot {
   name: string;
   datatype: DataType;
@@ -11,9 +16,8 @@ export interface TensorSlot {
   byteLength: number;
 }
 
-/** A batch ready to run: every input lives in `data`, at its slot's offset. */
-export interface ExecRequest {
-  data: Uint8Array;
+/** Where the inputs of a batch lie in its reservation's buffer, and which outputs to compute. */
+export interface ExecLayout {
   inputs: TensorSlot[];
   outputs: string[];
 }
@@ -39,47 +43,66 @@ export interface ExecResult {
   computeOutputNs: number;
 }
 
-export interface InstancePlacement {
-  /** Triton's instance name: `<group name>_<index within group>`. */
-  name: string;
-  kind: 'KIND_CPU' | 'KIND_GPU';
-  /** CUDA device id for KIND_GPU, -1 for CPU. */
-  deviceId: number;
+/** A submitted execution. */
+export interface Execution {
+  readonly result: Promise<ExecResult>;
+  /**
+   * True when it waits inside the instance behind another execution. Such an execution can be
+   * withdrawn: withdraw() is true when it had not started, and `result` then rejects CANCELLED.
+   */
+  readonly held: boolean;
+  withdraw(): boolean;
+}
+
+/**
+ * Room for one execution in an instance: `buffer` is memory for its inputs (the batch is
+ * assembled straight into it). Exactly one of execute() or release() ends it; the instance
+ * holds the room until then, so an input buffer can never be handed to the wrong execution.
+ */
+export interface Reservation {
+  readonly buffer: Uint8Array;
+  execute(layout: ExecLayout): Execution;
+  release(): void;
 }
 
 export interface ModelInstance {
   readonly placement: InstancePlacement;
   /**
-   * Memory for the inputs of the next execution (the batch is assembled straight into it), valid
-   * until that execution settles. Called right before that execute(), when the instance has room
-   * for it. Instances without it take any buffer.
+   * Executions it accepts at once. Above 1, the next batch waits inside the instance while one
+   * runs; it still runs them one at a time, in order.
    */
-  inputBuffer?(byteLength: number): Uint8Array;
-  /**
-   * Executions it accepts at once (default 1). Above 1, the next batch waits inside the instance
-   * while one runs; it still runs them one at a time, in order.
-   */
-  readonly capacity?: number;
-  /**
-   * Runs one batch. When the batch has to wait inside the instance behind another execution,
-   * `onHeld` receives a function that withdraws it if it has not started (true when withdrawn);
-   * a withdrawn execution rejects with a CANCELLED error.
-   */
-  execute(req: ExecRequest, onHeld?: (withdraw: () => boolean) => void): Promise<ExecResult>;
+  readonly capacity: number;
+  /** Room for the next execution with `byteLength` bytes of inputs; throws when it has none. */
+  reserve(byteLength: number): Reservation;
   close(): Promise<void>;
 }
 
-/** Input/output signature read from the model file, for config validation. */
-export interface IoSignature {
-  name: string;
-  datatype: DataType | undefined;
-  /** Raw element type as the runtime names it (for error messages about unsupported types). */
-  rawType: string;
-  /** -1 for symbolic/unknown dimensions; undefined when the rank is unknown. */
-  dims: number[] | undefined;
+/** What a load needs to know about one model version. */
+export interface ModelFiles {
+  /** The model's folder in the repository (config.pbtxt, labels, warmup/). */
+  modelDir: string;
+  /** The version's model file: `<modelDir>/<version>/<default_model_filename>`. */
+  modelPath: string;
 }
 
-export interface ModelSignature {
-  inputs: IoSignature[];
-  outputs: IoSignature[];
+export interface Backend<Settings = unknown> {
+  /** The `backend` name a config gives, e.g. "onnxruntime". */
+  readonly name: string;
+  /** `platform` names that mean this backend, e.g. "onnxruntime_onnx". */
+  readonly platforms: readonly string[];
+  /** How error messages name the models it runs ("ONNX"). */
+  readonly displayName: string;
+  /** default_model_filename when the config gives none. */
+  readonly defaultModelFilename: string;
+  /** Inputs and outputs of a model file, read once per load before anything starts. */
+  readSignature(files: ModelFiles): Promise<ModelSignature>;
+  /** A completed copy of `config` (never modifies it), as the backend's auto-complete does. */
+  autoComplete(config: ModelConfig, signature: ModelSignature): ModelConfig;
+  /**
+   * The instance groups as the config endpoints report them, one placement per instance, and the
+   * settings every instance starts with. Throws, naming what is missing, when a placement cannot
+   * be had here (a GPU, a runtime library).
+   */
+  placeInstances(config: ModelConfig): PlacedInstances<Settings>;
+  startInstance(placement: InstancePlacement, settings: Settings, files: ModelFiles): Promise<ModelInstance>;
 }

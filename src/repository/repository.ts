@@ -2,13 +2,14 @@
 // versions and keeps their state (READY / UNAVAILABLE with a reason) for the rest of the server.
 import { readdir, readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { normalizeConfig } from '../config/model_config.js';
+import { defaultBackends, type BackendRegistry } from '../backends/registry.js';
 import { parseTextProto } from '../config/pbtxt.js';
 import { modelConfigType } from '../config/schema.js';
 import type { ModelConfig } from '../config/types.js';
-import { ServalError } from '../core/errors.js';
+import { ServalError } from '../kernel/errors.js';
 import type { Logger } from '../log.js';
-import { ModelVersion, type ModelState } from './model.js';
+import type { IndexRow, ModelState } from '../kernel/types.js';
+import { ModelVersion } from '../model/model_version.js';
 
 export interface VersionEntry {
   version: number;
@@ -26,13 +27,6 @@ export interface ModelEntry {
   /** The folder's fingerprint when it was last loaded (poll mode). */
   fingerprint: string;
   versions: Map<number, VersionEntry>;
-}
-
-export interface IndexRow {
-  name: string;
-  version: string;
-  state: ModelState | '';
-  reason: string;
 }
 
 async function isDir(p: string): Promise<boolean> {
@@ -79,15 +73,11 @@ export async function readModelConfig(dir: string, name: string, allowMissing = 
   } catch (e) {
     throw ServalError.invalidArg(`model '${name}': failed to parse config: ${(e as Error).message}`);
   }
-  return checkedConfig(parsed, name);
+  return named(parsed, name);
 }
 
-/**
- * Checks a config early (before any instance starts) by normalising a copy; returns the config
- * as written, since auto-complete must still see which fields were absent.
- */
-export function checkedConfig(config: ModelConfig, name: string): ModelConfig {
-  normalizeConfig(structuredClone(config), name);
+/** The config as written, named after its folder when it names no model (checked at load). */
+function named(config: ModelConfig, name: string): ModelConfig {
   return { ...config, name: config.name || name };
 }
 
@@ -98,6 +88,8 @@ export interface RepositoryOptions {
   /** Models to load at start-up in explicit mode ('*' = all). */
   startupModels: string[];
   autoComplete: boolean;
+  /** The backends models may name (default: every built-in one). */
+  backends?: BackendRegistry;
 }
 
 /** A model folder name that cannot leave the repository (no separators, no dot names). */
@@ -124,12 +116,15 @@ export class ModelRepository {
   /** One lifecycle operation per model at a time (loads, unloads, polls). */
   private readonly busy = new Map<string, Promise<void>>();
   private pollTimer: NodeJS.Timeout | undefined;
+  private readonly backends: BackendRegistry;
 
   constructor(
     private readonly roots: string[],
     private readonly log: Logger,
     private readonly options: RepositoryOptions = { mode: 'none', startupModels: [], autoComplete: true },
-  ) {}
+  ) {
+    this.backends = options.backends ?? defaultBackends();
+  }
 
   get mode(): ControlMode {
     return this.options.mode;
@@ -207,7 +202,7 @@ export class ModelRepository {
     const available = await versionFolders(dir);
     let config: ModelConfig;
     try {
-      config = override ? checkedConfig(override, name) : await readModelConfig(dir, name, this.options.autoComplete);
+      config = override ? named(override, name) : await readModelConfig(dir, name, this.options.autoComplete);
     } catch (e) {
       this.recordFailure(name, dir, (e as Error).message, old, available, print);
       throw e;
@@ -228,7 +223,7 @@ export class ModelRepository {
       this.models.set(name, entry);
     }
     const results = await Promise.allSettled(
-      wanted.map((v) => ModelVersion.load(structuredClone(config), dir, v, { autoComplete: this.options.autoComplete })),
+      wanted.map((v) => ModelVersion.load(config, name, dir, v, { autoComplete: this.options.autoComplete, backends: this.backends })),
     );
     const failures = results.flatMap((r, i) => (r.status === 'rejected' ? [[wanted[i]!, (r.reason as Error).message] as const] : []));
     const loaded = results.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));

@@ -1,24 +1,7 @@
 // The dynamic batcher's queue: one FIFO per priority level, each with its queue policy
 // (max_queue_size, default timeout, REJECT or DELAY on timeout), as Triton's ModelQueuePolicy.
-import { ServalError } from '../core/errors.js';
-
-export interface QueuePolicy {
-  /** 0 = unbounded. */
-  maxQueueSize: number;
-  /** 0 = no timeout. */
-  defaultTimeoutUs: number;
-  allowTimeoutOverride: boolean;
-  timeoutAction: 'REJECT' | 'DELAY';
-}
-
-export const UNBOUNDED: QueuePolicy = { maxQueueSize: 0, defaultTimeoutUs: 0, allowTimeoutOverride: false, timeoutAction: 'REJECT' };
-
-export interface QueueConfig {
-  /** Number of levels (≥ 1); level 1 is served first. */
-  levels: number;
-  defaultLevel: number;
-  policies: QueuePolicy[];
-}
+import type { QueueConfig, QueuePolicy } from '../config/resolved.js';
+import { ServalError } from '../kernel/errors.js';
 
 export interface Entry {
   /** Request parameters that steer queueing. */

@@ -1,12 +1,13 @@
 // Per-model scheduling between the core and the instances. Without dynamic batching every
 // request runs alone on the next free instance (Triton's default scheduler); with it, queued
 // requests of compatible shapes are merged into one execution (Triton's dynamic batcher).
-import { elementCount, type DataType } from '../core/datatypes.js';
-import { ServalError, asServalError } from '../core/errors.js';
-import type { Cancellation } from '../core/cancel.js';
-import type { ExecRequest, ExecResult, ModelInstance, TensorSlot } from '../backends/backend.js';
+import type { ExecLayout, ExecResult, Execution, ModelInstance, Reservation, TensorSlot } from '../backends/backend.js';
+import type { BatchingPolicy } from '../config/resolved.js';
+import type { Cancellation } from '../kernel/cancel.js';
+import { elementCount, type DataType } from '../kernel/datatypes.js';
+import { asServalError, ServalError } from '../kernel/errors.js';
 import type { FailureReason, ModelStats, RequestTiming } from '../stats/model_stats.js';
-import { PriorityQueue, type Entry, type QueueConfig } from './queue.js';
+import { PriorityQueue, type Entry } from './queue.js';
 
 /** A validated request as the scheduler sees it: tensors already in the model's shapes. */
 export interface ScheduledInput {
@@ -37,14 +38,8 @@ export interface SchedulerRequest {
   cancellation?: Cancellation;
 }
 
-export interface BatchingPolicy {
-  maxBatchSize: number;
-  dynamic: boolean;
-  preferredBatchSizes: number[];
-  maxQueueDelayNs: number;
-  preserveOrdering: boolean;
-  queue: QueueConfig;
-}
+/** What a batch is assembled from: each request's inputs in the same (model) order. */
+export type BatchInputs = Pick<SchedulerRequest, 'inputs' | 'outputs'>;
 
 interface Queued extends Entry {
   req: SchedulerRequest;
@@ -75,7 +70,7 @@ export class Scheduler {
   private readonly inflight = new Set<Promise<unknown>>();
 
   constructor(
-    private readonly instances: ModelInstance[],
+    private readonly instances: readonly ModelInstance[],
     private readonly policy: BatchingPolicy,
     private readonly stats: ModelStats,
   ) {
@@ -161,7 +156,7 @@ export class Scheduler {
     let best: ModelInstance | undefined;
     let load = Infinity;
     for (const [inst, n] of this.busy) {
-      const room = this.policy.dynamic ? 1 : (inst.capacity ?? 1);
+      const room = this.policy.dynamic ? 1 : inst.capacity;
       if (n < room && n < load) {
         best = inst;
         load = n;
@@ -246,18 +241,19 @@ export class Scheduler {
     const failAll = (err: ServalError, reason: FailureReason): void => {
       for (const q of batch) this.fail(q, err, reason);
     };
-    const onHeld = (withdraw: () => boolean): void => {
-      for (const q of batch) {
-        q.req.cancellation?.onCancel(() => {
-          if (withdrawn || !withdraw()) return;
-          withdrawn = true;
-          failAll(cancelledWhileQueued(), 'CANCELED');
-        });
-      }
-    };
     try {
       try {
-        result = await instance.execute(assemble(batch.map((q) => q.req), total, instance.inputBuffer?.bind(instance)), onHeld);
+        const execution = submit(instance, batch.map((q) => q.req), total);
+        if (execution.held) {
+          for (const q of batch) {
+            q.req.cancellation?.onCancel(() => {
+              if (withdrawn || !execution.withdraw()) return;
+              withdrawn = true;
+              failAll(cancelledWhileQueued(), 'CANCELED');
+            });
+          }
+        }
+        result = await execution.result;
       } finally {
         for (const q of batch) q.req.cancellation?.onCancel(undefined);
       }
@@ -293,10 +289,10 @@ export class Scheduler {
  * from `alloc`: the instance's own input memory when it has some.
  */
 export function assemble(
-  reqs: SchedulerRequest[],
+  reqs: readonly BatchInputs[],
   totalBatch: number,
   alloc: (byteLength: number) => Uint8Array = (n) => new Uint8Array(n),
-): ExecRequest {
+): ExecLayout & { data: Uint8Array } {
   const first = reqs[0]!;
   const outputs = [...new Set(reqs.flatMap((r) => r.outputs))];
   let size = 0;
@@ -317,6 +313,18 @@ export function assemble(
     return { name: inp.name, datatype: inp.datatype, dims, offset: offsets[i]!, byteLength: off - offsets[i]! };
   });
   return { data: bytes, inputs, outputs };
+}
+
+/** Assembles a batch straight into a reservation of `instance` and starts it. */
+export function submit(instance: ModelInstance, reqs: readonly BatchInputs[], totalBatch: number): Execution {
+  let reservation: Reservation | undefined;
+  try {
+    const { inputs, outputs } = assemble(reqs, totalBatch, (n) => (reservation = instance.reserve(n)).buffer);
+    return reservation!.execute({ inputs, outputs });
+  } catch (e) {
+    reservation?.release();
+    throw e;
+  }
 }
 
 /** Splits each output along the batch dimension into per-request views (no copies). */

@@ -1,7 +1,6 @@
 // Statistics in the JSON shape of Triton's statistics extension (the gRPC front-end maps the
 // same object onto ModelStatisticsResponse).
-import type { ModelVersion } from '../repository/model.js';
-import type { BatchStat, Duration } from './model_stats.js';
+import type { BatchStat, Duration, ModelStats } from './model_stats.js';
 
 export interface ModelStatisticsJson {
   name: string;
@@ -17,11 +16,10 @@ export interface ModelStatisticsJson {
 
 const copy = (d: Duration): Duration => ({ count: d.count, ns: d.ns });
 
-export function statisticsOf(mv: ModelVersion): ModelStatisticsJson {
-  const s = mv.stats;
+export function statisticsOf(name: string, version: number, s: Readonly<ModelStats>): ModelStatisticsJson {
   return {
-    name: mv.name,
-    version: String(mv.version),
+    name,
+    version: String(version),
     last_inference: s.lastInferenceMs,
     inference_count: s.inferenceCount,
     execution_count: s.executionCount,

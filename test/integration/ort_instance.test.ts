@@ -36,10 +36,15 @@ describe('OrtInstance', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
+  /** Reserves room for `x`, writes it, and starts the execution. */
+  const submit = (x: Uint8Array, dims = [x.length], name = 'X') => {
+    const r = inst.reserve(x.byteLength);
+    r.buffer.set(x);
+    return r.execute({ inputs: [{ name, datatype: 'UINT8', dims, offset: 0, byteLength: x.byteLength }], outputs: ['Y'] });
+  };
+
   const run = async (x: Uint8Array) => {
-    const buf = inst.inputBuffer(x.byteLength);
-    buf.set(x);
-    const r = await inst.execute({ data: buf, inputs: [{ name: 'X', datatype: 'UINT8', dims: [x.length], offset: 0, byteLength: x.length }], outputs: ['Y'] });
+    const r = await submit(x).result;
     expect(r.outputs).toHaveLength(1);
     const y = r.outputs[0]!;
     expect(y).toMatchObject({ name: 'Y', datatype: 'FP64', dims: [x.length] });
@@ -62,50 +67,58 @@ describe('OrtInstance', () => {
     expect(Array.from(new Float64Array(a.data.buffer, a.data.byteOffset, 1000))).toEqual(copy);
   });
 
-  it('inputs assembled elsewhere (not in its arena) are copied in', async () => {
-    const x = input(500, 7);
-    const r = await inst.execute({ data: x, inputs: [{ name: 'X', datatype: 'UINT8', dims: [500], offset: 0, byteLength: 500 }], outputs: ['Y'] });
-    expect(Array.from(new Float64Array(r.outputs[0]!.data.buffer, r.outputs[0]!.data.byteOffset, 500))).toEqual(Array.from(x));
+  it('one reservation at a time: a second is refused until the first executes or is released, and none is used twice', async () => {
+    const r = inst.reserve(10);
+    expect(() => inst.reserve(10)).toThrow('instance widen_0 already has a reservation');
+    r.release();
+    r.release(); // releasing again changes nothing
+    const x = input(10, 7);
+    const again = inst.reserve(10);
+    again.buffer.set(x);
+    const layout = { inputs: [{ name: 'X', datatype: 'UINT8' as const, dims: [10], offset: 0, byteLength: 10 }], outputs: ['Y'] };
+    const e = again.execute(layout);
+    expect(() => again.execute(layout)).toThrow('was used twice');
+    const out = (await e.result).outputs[0]!;
+    expect(Array.from(new Float64Array(out.data.buffer, out.data.byteOffset, 10))).toEqual(Array.from(x));
   });
 
   it('a run that fails inside ONNX Runtime rejects with its message, and the next run works', async () => {
-    const bad = inst.execute({ data: new Uint8Array(8), inputs: [{ name: 'X', datatype: 'UINT8', dims: [2, 4], offset: 0, byteLength: 8 }], outputs: ['Y'] });
-    await expect(bad).rejects.toThrow(/onnxruntime execution failed: .*(rank|dimension|Invalid)/i);
+    await expect(submit(new Uint8Array(8), [2, 4]).result).rejects.toThrow(/onnxruntime execution failed: .*(rank|dimension|Invalid)/i);
     await run(input(64, 8));
   });
 
   it('an unknown tensor name is refused before anything is sent', async () => {
-    await expect(inst.execute({ data: new Uint8Array(1), inputs: [{ name: 'NOPE', datatype: 'UINT8', dims: [1], offset: 0, byteLength: 1 }], outputs: ['Y'] })).rejects.toThrow("model has no input 'NOPE'");
+    await expect(submit(new Uint8Array(1), [1], 'NOPE').result).rejects.toThrow("model has no input 'NOPE'");
     await run(input(3, 9));
   });
 
   it('holds later executions behind the running one up to its slots; a withdrawn one never runs, and the instance carries on', async () => {
-    const cmd = (x: Uint8Array) => ({ data: x, inputs: [{ name: 'X', datatype: 'UINT8' as const, dims: [x.length], offset: 0, byteLength: x.length }], outputs: ['Y'] });
     const a = input(64 * INITIAL_ARENA, 10); // 4 MiB in, 32 MiB out: milliseconds of work
     const b = input(1000, 11);
     const c = input(2000, 12);
     // A preempted main thread can find the first run already finished when it submits the
     // second, which then is not held; such an attempt is settled and tried again.
     for (let attempt = 1; ; attempt++) {
-      let heldB: (() => boolean) | undefined;
-      const pa = inst.execute(cmd(a), () => expect.unreachable('the first execution is not held'));
-      const pb = inst.execute(cmd(b), (w) => (heldB = w));
-      if (!heldB) {
-        await Promise.all([pa, pb]);
+      const ea = submit(a);
+      expect(ea.held).toBe(false);
+      expect(ea.withdraw()).toBe(false); // a running (or unheld) execution cannot be withdrawn
+      const eb = submit(b);
+      if (!eb.held) {
+        await Promise.all([ea.result, eb.result]);
         expect(attempt).toBeLessThan(5);
         continue;
       }
       // The other slots fill up with held executions of `c`; one more is refused.
-      const rest = Array.from({ length: SLOTS - 2 }, () => inst.execute(cmd(c), () => undefined));
-      await expect(inst.execute(cmd(c))).rejects.toThrow(`instance widen_0 already has ${SLOTS} executions`);
-      const withdrawn = heldB();
-      const ra = await pa;
+      const rest = Array.from({ length: SLOTS - 2 }, () => submit(c));
+      expect(() => inst.reserve(c.byteLength)).toThrow(`instance widen_0 already has ${SLOTS} executions`);
+      const withdrawn = eb.withdraw();
+      const ra = await ea.result;
       expect(Array.from(new Float64Array(ra.outputs[0]!.data.buffer, 0, 5))).toEqual(Array.from(a.subarray(0, 5)));
-      if (withdrawn) await expect(pb).rejects.toMatchObject({ code: 'CANCELLED' });
-      else expect((await pb).outputs[0]!.dims).toEqual([1000]);
-      expect(heldB()).toBe(false); // settled: nothing left to withdraw
+      if (withdrawn) await expect(eb.result).rejects.toMatchObject({ code: 'CANCELLED' });
+      else expect((await eb.result).outputs[0]!.dims).toEqual([1000]);
+      expect(eb.withdraw()).toBe(false); // settled: nothing left to withdraw
       // Those behind the withdrawn one still run, in order, with their own data.
-      for (const r of await Promise.all(rest)) {
+      for (const r of await Promise.all(rest.map((e) => e.result))) {
         expect(Array.from(new Float64Array(r.outputs[0]!.data.buffer, r.outputs[0]!.data.byteOffset, 2000))).toEqual(Array.from(c));
       }
       break;
@@ -115,6 +128,6 @@ describe('OrtInstance', () => {
 
   it('after close, the worker has exited and executions are refused', async () => {
     await inst.close();
-    await expect(inst.execute({ data: new Uint8Array(1), inputs: [{ name: 'X', datatype: 'UINT8', dims: [1], offset: 0, byteLength: 1 }], outputs: ['Y'] })).rejects.toThrow('instance widen_0 is closed');
+    expect(() => inst.reserve(1)).toThrow('instance widen_0 is closed');
   });
 });

@@ -1,14 +1,15 @@
-// src/config/autocomplete.ts: model-config auto-complete from the model file's signature, after
+// src/backends/onnxruntime/autocomplete.ts: model-config auto-complete from the model file's signature, after
 // Triton's ONNX Runtime backend (onnxruntime_backend src/onnxruntime.cc AutoCompleteConfig,
 // AutoCompleteMaxBatch, AutoCompleteIO) and the "Default Max Batch Size and Dynamic Batcher"
 // section of Triton's model_configuration.md.
 import { describe, expect, it } from 'vitest';
-import type { IoSignature, ModelSignature } from '../../src/backends/backend.js';
-import { autoCompleteConfig, DEFAULT_MAX_BATCH_SIZE } from '../../src/config/autocomplete.js';
-import { normalizeConfig, validateAgainstModel } from '../../src/config/model_config.js';
+import { autoCompleteConfig, DEFAULT_MAX_BATCH_SIZE } from '../../src/backends/onnxruntime/autocomplete.js';
+import type { ResolvedModelConfig } from '../../src/config/resolved.js';
+import type { IoSignature, ModelSignature } from '../../src/config/signature.js';
 import type { ModelConfig } from '../../src/config/types.js';
-import type { DataType } from '../../src/core/datatypes.js';
-import { ServalError } from '../../src/core/errors.js';
+import type { DataType } from '../../src/kernel/datatypes.js';
+import { ServalError } from '../../src/kernel/errors.js';
+import { resolveForTest } from '../helpers/resolve.js';
 
 const io = (name: string, datatype: DataType | undefined, dims: number[] | undefined, rawType?: string): IoSignature => ({
   name,
@@ -46,11 +47,9 @@ function autofillError(config: ModelConfig, sig: ModelSignature): string {
   throw new Error('expected autoCompleteConfig to fail');
 }
 
-/** The auto-completed config must go through the server's own normalisation and validation. */
-function loadable(config: ModelConfig, sig: ModelSignature, folder: string): ModelConfig {
-  const normalized = normalizeConfig(structuredClone(config), folder);
-  validateAgainstModel(normalized, sig);
-  return normalized;
+/** The auto-completed config must go through the server's own resolution and checks. */
+function loadable(config: ModelConfig, sig: ModelSignature, folder: string): ResolvedModelConfig {
+  return resolveForTest(config, { folderName: folder, signature: sig });
 }
 
 describe('no configuration at all (config.pbtxt absent)', () => {
@@ -72,7 +71,7 @@ describe('no configuration at all (config.pbtxt absent)', () => {
         { name: 'OUTPUT1', data_type: 'TYPE_INT32', dims: [16] },
       ],
     });
-    expect(loadable(out, SIMPLE, 'simple').max_batch_size).toBe(4);
+    expect(loadable(out, SIMPLE, 'simple').maxBatchSize).toBe(4);
   });
 
   it('leaves a model with a fixed first dimension non-batching, with its full shapes as dims', () => {
@@ -84,7 +83,7 @@ describe('no configuration at all (config.pbtxt absent)', () => {
       output: [{ name: 'fc6_1', data_type: 'TYPE_FP32', dims: [1, 1000, 1, 1] }],
     });
     expect(out.dynamic_batching).toBeUndefined();
-    expect(loadable(out, DENSENET, 'densenet_onnx').max_batch_size).toBe(0);
+    expect(loadable(out, DENSENET, 'densenet_onnx').maxBatchSize).toBe(0);
   });
 
   it('needs every input and output to have a variable first dimension to batch', () => {
@@ -166,7 +165,7 @@ describe('max_batch_size', () => {
       { name: 'INPUT0', data_type: 'TYPE_INT32', dims: [-1, 16] },
       { name: 'INPUT1', data_type: 'TYPE_INT32', dims: [-1, 16] },
     ]);
-    expect(loadable(out, SIMPLE, 'simple').max_batch_size).toBe(0);
+    expect(loadable(out, SIMPLE, 'simple').maxBatchSize).toBe(0);
   });
 
   it('uses maxBatchSizeDefault (Triton --backend-config=default-max-batch-size) when given', () => {

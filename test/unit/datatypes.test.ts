@@ -4,10 +4,10 @@ import { describe, expect, it } from 'vitest';
 import {
   DATATYPES, ExactInteger, countBytesElements, elementCount, elementSize, floatToHalf, fromConfigType, fromOrtType, halfToFloat,
   isDataType, joinBytes, jsonToRaw, rawToJson, splitBytes, toConfigType, toOrtType, typedView, type DataType,
-} from '../../src/core/datatypes.js';
-import { ServalError } from '../../src/core/errors.js';
+} from '../../src/kernel/datatypes.js';
+import { ServalError } from '../../src/kernel/errors.js';
 import { SIZE, bytesRaw, halfToNumber, rawOf } from '../integration/helpers/tensors.js';
-import { encodeJson, parseJsonExact } from '../../src/core/json.js';
+import { encodeJson, parseJsonExact } from '../../src/kernel/json.js';
 
 // ---------------------------------------------------------------------------------------------
 // Independent helpers (never derived from the code under test).

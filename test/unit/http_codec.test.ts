@@ -1,7 +1,7 @@
 // src/frontends/http/infer_codec.ts: KServe v2 REST bodies and Triton's binary tensor extension.
 import { describe, expect, it } from 'vitest';
-import { ServalError } from '../../src/core/errors.js';
-import type { InferResponse } from '../../src/core/types.js';
+import { ServalError } from '../../src/kernel/errors.js';
+import type { InferResponse } from '../../src/kernel/types.js';
 import { decodeInferRequest, encodeInferResponse, type DecodedInfer } from '../../src/frontends/http/infer_codec.js';
 
 const i32 = (values: number[]): Buffer => {
@@ -76,7 +76,7 @@ describe('decodeInferRequest: JSON bodies', () => {
     const d = decodeInferRequest(Buffer.from(JSON.stringify(doc)), undefined, 'm', '');
     expect(d.binaryDefault).toBe(true);
     expect([...d.binaryOutputs].sort()).toEqual(['O1', 'O3']);
-    expect(d.request.outputs!.map((o) => [o.name, o.classCount])).toEqual([['O1', undefined], ['O2', undefined], ['O3', 3]]);
+    expect(d.request.outputs!.map((o) => [o.name, o.parameters?.classification])).toEqual([['O1', undefined], ['O2', undefined], ['O3', 3]]);
   });
 
   it('keeps UINT64/INT64 JSON values beyond 2^53 exact', () => {
@@ -118,18 +118,18 @@ describe('decodeInferRequest: JSON bodies', () => {
     ['bad parameter value', '{"inputs":[],"parameters":{"a":{"b":1}}}', /parameter 'a' must be a string, number or boolean/],
     ['outputs not an array', '{"inputs":[],"outputs":{}}', /^'outputs' must be an array$/],
     ['output without name', '{"inputs":[],"outputs":[{}]}', /^outputs\[0\] must be an object with a string 'name'$/],
-    ['bad classification', '{"inputs":[],"outputs":[{"name":"O","parameters":{"classification":-1}}]}', /'classification' must be a non-negative integer/],
   ])('rejects %s', (_what, text, msg) => {
     const e = decodeError(Buffer.from(text), undefined);
     expect(e.code).toBe('INVALID_ARG');
     expect(e.message).toMatch(msg);
   });
 
-  it('rejects shared-memory inputs and outputs as unsupported', () => {
-    const a = decodeError(Buffer.from('{"inputs":[{"name":"A","datatype":"INT32","shape":[1],"parameters":{"shared_memory_region":"r"}}]}'), undefined);
-    expect(a.code).toBe('UNSUPPORTED');
-    const b = decodeError(Buffer.from('{"inputs":[],"outputs":[{"name":"O","parameters":{"shared_memory_region":"r"}}]}'), undefined);
-    expect(b.code).toBe('UNSUPPORTED');
+  it('passes shared-memory inputs and outputs to the core with no data of their own', () => {
+    const text = '{"inputs":[{"name":"A","datatype":"INT32","shape":[1],"parameters":{"shared_memory_region":"r"}}],"outputs":[{"name":"O","parameters":{"shared_memory_region":"r"}}]}';
+    const d = decodeInferRequest(Buffer.from(text), undefined, 'm', '');
+    expect(d.request.inputs[0]).toMatchObject({ name: 'A', parameters: { shared_memory_region: 'r' } });
+    expect(d.request.inputs[0]!.data.byteLength).toBe(0);
+    expect(d.request.outputs![0]!.parameters).toEqual({ shared_memory_region: 'r' });
   });
 });
 

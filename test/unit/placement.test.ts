@@ -1,7 +1,7 @@
 // src/backends/onnxruntime/placement.ts: instance_group expansion and thread counts.
 import { describe, expect, it } from 'vitest';
 import { placeInstances, threadCounts, type DeviceEnvironment } from '../../src/backends/onnxruntime/placement.js';
-import { ServalError } from '../../src/core/errors.js';
+import { ServalError } from '../../src/kernel/errors.js';
 
 const CPU_ONLY: DeviceEnvironment = { gpus: [], cudaProvider: false, cudaProviderPath: '/ort/libonnxruntime_providers_cuda.so', cpus: 8 };
 const GPUS_NO_CUDA: DeviceEnvironment = { ...CPU_ONLY, gpus: [0, 1] };
@@ -107,18 +107,18 @@ describe('placeInstances', () => {
 
 describe('threadCounts', () => {
   it('divides the cores among the CPU instances by default, at least 1 each; 1 inter-op thread', () => {
-    expect(threadCounts(undefined, 1, 8)).toMatchObject({ intra: 8, inter: 1 });
-    expect(threadCounts(undefined, 2, 8)).toMatchObject({ intra: 4, inter: 1 });
-    expect(threadCounts(undefined, 3, 8)).toMatchObject({ intra: 2, inter: 1 });
-    expect(threadCounts(undefined, 16, 8)).toMatchObject({ intra: 1, inter: 1 });
-    expect(threadCounts({}, 0, 2)).toMatchObject({ intra: 2, inter: 1 });
+    expect(threadCounts(undefined, 1, 8)).toMatchObject({ intraOpThreads: 8, interOpThreads: 1 });
+    expect(threadCounts(undefined, 2, 8)).toMatchObject({ intraOpThreads: 4, interOpThreads: 1 });
+    expect(threadCounts(undefined, 3, 8)).toMatchObject({ intraOpThreads: 2, interOpThreads: 1 });
+    expect(threadCounts(undefined, 16, 8)).toMatchObject({ intraOpThreads: 1, interOpThreads: 1 });
+    expect(threadCounts({}, 0, 2)).toMatchObject({ intraOpThreads: 2, interOpThreads: 1 });
   });
 
   it('the model parameters override; 0 or empty means the default', () => {
     const p = (intra: string, inter: string) => ({ intra_op_thread_count: { string_value: intra }, inter_op_thread_count: { string_value: inter } });
-    expect(threadCounts(p('3', '2'), 4, 8)).toMatchObject({ intra: 3, inter: 2 });
-    expect(threadCounts(p('0', '0'), 4, 8)).toMatchObject({ intra: 2, inter: 1 });
-    expect(threadCounts(p('', ''), 1, 8)).toMatchObject({ intra: 8, inter: 1 });
+    expect(threadCounts(p('3', '2'), 4, 8)).toMatchObject({ intraOpThreads: 3, interOpThreads: 2 });
+    expect(threadCounts(p('0', '0'), 4, 8)).toMatchObject({ intraOpThreads: 2, interOpThreads: 1 });
+    expect(threadCounts(p('', ''), 1, 8)).toMatchObject({ intraOpThreads: 8, interOpThreads: 1 });
   });
 
   it('turns ORT intra-op spinning off unless session.intra_op.allow_spinning is 1', () => {

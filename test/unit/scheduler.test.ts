@@ -2,12 +2,16 @@
 // batcher (max_batch_size, preferred sizes, queue delay, shape compatibility), scatter of the
 // results, cancellation, failures and statistics.
 import { afterEach, describe, expect, it } from 'vitest';
-import type { ExecOutput, ExecRequest, ExecResult, InstancePlacement, ModelInstance } from '../../src/backends/backend.js';
-import { ServalError } from '../../src/core/errors.js';
-import { Cancellation } from '../../src/core/cancel.js';
-import { assemble, scatter, Scheduler, type BatchingPolicy, type ScheduledOutput, type SchedulerRequest } from '../../src/scheduler/scheduler.js';
-import { UNBOUNDED, type QueuePolicy } from '../../src/scheduler/queue.js';
+import type { ExecOutput, ExecResult, Execution as InstanceExecution } from '../../src/backends/backend.js';
+import type { BatchingPolicy, InstancePlacement, QueuePolicy } from '../../src/config/resolved.js';
+import { UNBOUNDED } from '../../src/config/resolve.js';
+import { Cancellation } from '../../src/kernel/cancel.js';
+import { ServalError } from '../../src/kernel/errors.js';
+import { assemble, scatter, Scheduler, type ScheduledOutput, type SchedulerRequest } from '../../src/scheduler/scheduler.js';
 import { ModelStats } from '../../src/stats/model_stats.js';
+import { FakeInstanceBase, type Batch } from '../helpers/instances.js';
+import { resolveForTest } from '../helpers/resolve.js';
+import type { ModelConfig } from '../../src/config/types.js';
 
 // ---------------------------------------------------------------------------------------------
 // A fake instance of a model with input X (INT32 [batch, ...]) and outputs
@@ -20,13 +24,15 @@ interface Execution {
   outputs: string[];
 }
 
-class FakeInstance implements ModelInstance {
+class FakeInstance extends FakeInstanceBase {
   readonly placement: InstancePlacement;
+  readonly capacity = 1;
   private gate: (() => void)[] = [];
   manual = false;
   fail: Error | undefined;
 
   constructor(name: string, private readonly log: Execution[]) {
+    super();
     this.placement = { name, kind: 'KIND_CPU', deviceId: -1 };
   }
 
@@ -38,7 +44,11 @@ class FakeInstance implements ModelInstance {
     return this.gate.length;
   }
 
-  async execute(req: ExecRequest): Promise<ExecResult> {
+  protected run(req: Batch): InstanceExecution {
+    return { result: this.compute(req), held: false, withdraw: () => false };
+  }
+
+  private async compute(req: Batch): Promise<ExecResult> {
     const slot = req.inputs[0]!;
     const view = new Int32Array(req.data.buffer, req.data.byteOffset + slot.offset, slot.byteLength / 4);
     const x = Array.from(view);
@@ -58,8 +68,6 @@ class FakeInstance implements ModelInstance {
     }
     return { outputs, computeInputNs: 10, computeInferNs: 1000, computeOutputNs: 20 };
   }
-
-  async close(): Promise<void> {}
 }
 
 function bytesOf(strings: string[]): Buffer {
@@ -642,9 +650,9 @@ describe('queue policy, priorities and ordering (dynamic batcher)', () => {
   });
 });
 
-describe('batchingPolicy from a model config', () => {
-  it('maps priority levels and per-level queue policies', async () => {
-    const { batchingPolicy } = await import('../../src/scheduler/policy.js');
+describe('the batching policy resolved from a model config', () => {
+  const batchingPolicy = (c: ModelConfig) => resolveForTest(c).batching;
+  it('maps priority levels and per-level queue policies', () => {
     const p = batchingPolicy({
       name: 'm',
       max_batch_size: 8,
@@ -663,8 +671,7 @@ describe('batchingPolicy from a model config', () => {
     expect(p.queue.policies[1]).toMatchObject({ maxQueueSize: 4, timeoutAction: 'REJECT' });
   });
 
-  it('rejects a default level outside the configured levels', async () => {
-    const { batchingPolicy } = await import('../../src/scheduler/policy.js');
+  it('rejects a default level outside the configured levels', () => {
     expect(() => batchingPolicy({ name: 'm', max_batch_size: 8, dynamic_batching: { priority_levels: 2, default_priority_level: 3 } })).toThrow(
       /default_priority_level must be in the range \[1, 2\]/,
     );
@@ -677,22 +684,25 @@ describe('batchingPolicy from a model config', () => {
 // ---------------------------------------------------------------------------------------------
 
 /** An instance that holds one execution behind the running one (like OrtInstance) and can withdraw it. */
-class HoldingInstance implements ModelInstance {
+class HoldingInstance extends FakeInstanceBase {
   readonly placement: InstancePlacement = { name: 'holding_0', kind: 'KIND_CPU', deviceId: -1 };
   readonly capacity = 2;
   readonly calls: number[][] = [];
   readonly ran: number[][] = [];
   private readonly slots: { x: number[]; dims: number[]; started: boolean; startNs: bigint; withdrawn: boolean; resolve: (r: ExecResult) => void; reject: (e: Error) => void }[] = [];
 
-  execute(req: ExecRequest, onHeld?: (withdraw: () => boolean) => void): Promise<ExecResult> {
+  protected run(req: Batch): InstanceExecution {
     const slot = req.inputs[0]!;
     const x = Array.from(new Int32Array(req.data.buffer, req.data.byteOffset + slot.offset, slot.byteLength / 4));
     this.calls.push(x);
-    return new Promise((resolve, reject) => {
-      const e = { x, dims: slot.dims, started: this.slots.length === 0, startNs: process.hrtime.bigint(), withdrawn: false, resolve, reject };
-      this.slots.push(e);
-      if (!e.started) onHeld?.(() => (e.started ? false : (e.withdrawn = true)));
+    const held = this.slots.length > 0;
+    let entry: (typeof this.slots)[number] | undefined;
+    const result = new Promise<ExecResult>((resolve, reject) => {
+      entry = { x, dims: slot.dims, started: !held, startNs: process.hrtime.bigint(), withdrawn: false, resolve, reject };
+      this.slots.push(entry);
     });
+    const e = entry!;
+    return { result, held, withdraw: () => held && (e.started ? false : (e.withdrawn = true)) };
   }
 
   /** Finishes the running execution; the next one starts (a withdrawn one is skipped). */
@@ -707,8 +717,6 @@ class HoldingInstance implements ModelInstance {
       this.slots[0].startNs = process.hrtime.bigint();
     }
   }
-
-  async close(): Promise<void> {}
 }
 
 function holdingSetup(dynamic: boolean) {

@@ -1,10 +1,13 @@
-// src/core/validate.ts: request validation against the model config, with Triton's error texts
+// src/model/validate.ts: request validation against the model config, with Triton's error texts
 // (core src/infer_request.cc Normalize() and the BYTES checks of the backends).
 import { describe, expect, it } from 'vitest';
 import type { ModelConfig } from '../../src/config/types.js';
-import { ServalError } from '../../src/core/errors.js';
-import type { InferInputTensor, InferRequest } from '../../src/core/types.js';
-import { validateRequest } from '../../src/core/validate.js';
+import { ServalError } from '../../src/kernel/errors.js';
+import type { InferInputTensor, InferRequest } from '../../src/kernel/types.js';
+import { classCounts, queueParameters, validateRequest } from '../../src/model/validate.js';
+import { resolveForTest } from '../helpers/resolve.js';
+
+const validate = (req: InferRequest, config: ModelConfig) => validateRequest(req, resolveForTest(config));
 
 const NOTE =
   'NOTE: Setting a non-zero max_batch_size in the model config requires a batch dimension to be prepended to each input shape. ' +
@@ -47,7 +50,7 @@ const good = (batch = 1): InferInputTensor[] => [input('INPUT0', [batch, 16]), i
 
 function validationError(req: InferRequest, config: ModelConfig): string {
   try {
-    validateRequest(req, config);
+    validate(req, config);
   } catch (e) {
     expect(e).toBeInstanceOf(ServalError);
     expect((e as ServalError).code).toBe('INVALID_ARG');
@@ -59,7 +62,7 @@ function validationError(req: InferRequest, config: ModelConfig): string {
 describe('valid requests', () => {
   it('returns the batch size, the inputs in model order and every output by default', () => {
     const [a, b] = good(3);
-    const v = validateRequest(request([b!, a!]), simple());
+    const v = validate(request([b!, a!]), simple());
     expect(v.batchSize).toBe(3);
     expect(v.inputs.map((i) => [i.name, i.datatype, i.shape])).toEqual([['INPUT0', 'INT32', [3, 16]], ['INPUT1', 'INT32', [3, 16]]]);
     expect(v.inputs[0]!.data).toBe(a!.data);
@@ -67,13 +70,13 @@ describe('valid requests', () => {
   });
 
   it('keeps only the requested outputs', () => {
-    const v = validateRequest(request(good(), { outputs: [{ name: 'OUTPUT1' }] }), simple());
+    const v = validate(request(good(), { outputs: [{ name: 'OUTPUT1' }] }), simple());
     expect(v.outputs).toEqual(['OUTPUT1']);
   });
 
   it('a model without batching keeps the full shape and batch size 0', () => {
     const cfg = simple(0);
-    const v = validateRequest(request([input('INPUT0', [16]), input('INPUT1', [16])]), cfg);
+    const v = validate(request([input('INPUT0', [16]), input('INPUT1', [16])]), cfg);
     expect(v.batchSize).toBe(0);
     expect(v.inputs[0]!.shape).toEqual([16]);
   });
@@ -85,7 +88,7 @@ describe('valid requests', () => {
       output: [{ name: 'Y', data_type: 'TYPE_FP32', dims: [-1, 3] }],
     };
     for (const n of [0, 1, 7]) {
-      const v = validateRequest(request([{ name: 'X', datatype: 'FP32', shape: [2, n, 3], data: Buffer.alloc(2 * n * 3 * 4) }]), cfg);
+      const v = validate(request([{ name: 'X', datatype: 'FP32', shape: [2, n, 3], data: Buffer.alloc(2 * n * 3 * 4) }]), cfg);
       expect(v.inputs[0]!.shape).toEqual([2, n, 3]);
     }
   });
@@ -96,7 +99,7 @@ describe('valid requests', () => {
       input: [{ name: 'X', data_type: 'TYPE_INT32', dims: [-1, 6], reshape: { shape: [-1, 2, 3] } }],
       output: [{ name: 'Y', data_type: 'TYPE_INT32', dims: [1] }],
     };
-    const v = validateRequest(request([input('X', [2, 5, 6])]), cfg);
+    const v = validate(request([input('X', [2, 5, 6])]), cfg);
     expect(v.inputs[0]!.shape).toEqual([2, 5, 2, 3]);
   });
 
@@ -106,7 +109,7 @@ describe('valid requests', () => {
       input: [{ name: 'S', data_type: 'TYPE_STRING', dims: [3] }],
       output: [{ name: 'O', data_type: 'TYPE_STRING', dims: [3] }],
     };
-    const v = validateRequest(request([input('S', [2, 3], strings(['a', '', 'c', 'dd', 'e', 'ü']), 'BYTES')]), cfg);
+    const v = validate(request([input('S', [2, 3], strings(['a', '', 'c', 'dd', 'e', 'ü']), 'BYTES')]), cfg);
     expect(v.inputs[0]!.datatype).toBe('BYTES');
   });
 });
@@ -149,7 +152,7 @@ describe("Triton's error texts", () => {
         "but missing required inputs ['INPUT0','INPUT1']. Please provide all required inputs.",
     );
     // Leaving out only the optional one is fine.
-    expect(validateRequest(request(good()), cfg).inputs).toHaveLength(2);
+    expect(validate(request(good()), cfg).inputs).toHaveLength(2);
   });
 
   it('wrong datatype', () => {
@@ -181,7 +184,7 @@ describe("Triton's error texts", () => {
     expect(validationError(request(good(9)), simple())).toBe(
       "[request id: <id_unknown>] inference request batch-size must be <= 8 for 'simple'",
     );
-    expect(validateRequest(request(good(8)), simple()).batchSize).toBe(8);
+    expect(validate(request(good(8)), simple()).batchSize).toBe(8);
   });
 
   it('batch sizes that differ between inputs', () => {
@@ -250,5 +253,47 @@ describe("Triton's error texts", () => {
       output: [{ name: 'Y', data_type: 'TYPE_INT32', dims: [-1] }],
     };
     expect(validationError(request([input('X', [-2], i32(0))]), cfg)).toMatch(/input 'X' has invalid dimension -2 in shape \[-2\]/);
+  });
+});
+
+describe('request parameters both protocols carry', () => {
+  const req = (outputs: InferRequest['outputs'], inputs: InferInputTensor[] = [], parameters: InferRequest['parameters'] = {}): InferRequest => ({
+    modelName: 'm', modelVersion: '', id: '', inputs, outputs, parameters,
+  });
+  const caught = (fn: () => unknown): ServalError => {
+    try {
+      fn();
+    } catch (e) {
+      expect(e).toBeInstanceOf(ServalError);
+      return e as ServalError;
+    }
+    throw new Error('expected a ServalError');
+  };
+
+  it('reads the classification top-k per output; 0 or absent means the tensor itself', () => {
+    const counts = classCounts(req([{ name: 'A' }, { name: 'B', parameters: { classification: 3 } }, { name: 'C', parameters: { classification: 0 } }]));
+    expect([...counts]).toEqual([['B', 3]]);
+  });
+
+  it('rejects a classification that is not a non-negative integer', () => {
+    for (const bad of ['3', -1, 1.5, true]) {
+      const e = caught(() => classCounts(req([{ name: 'O', parameters: { classification: bad } }])));
+      expect(e.code).toBe('INVALID_ARG');
+      expect(e.message).toBe("output 'O': 'classification' must be a non-negative integer");
+    }
+  });
+
+  it('refuses shared-memory inputs and outputs as unsupported, naming the tensor', () => {
+    const shm = { shared_memory_region: 'r' };
+    const a = caught(() => classCounts(req([], [{ name: 'A', datatype: 'INT32', shape: [1], data: new Uint8Array(0), parameters: shm }])));
+    expect([a.code, a.message]).toEqual(['UNSUPPORTED', "input 'A': shared memory inputs are not supported by this server"]);
+    const b = caught(() => classCounts(req([{ name: 'O', parameters: shm }])));
+    expect([b.code, b.message]).toEqual(['UNSUPPORTED', "output 'O': shared memory outputs are not supported by this server"]);
+  });
+
+  it('reads priority and timeout as non-negative integers', () => {
+    expect(queueParameters(req([], [], { priority: 2, timeout: 100n }))).toEqual({ priority: 2, timeoutUs: 100 });
+    expect(queueParameters(req([]))).toEqual({ priority: 0, timeoutUs: 0 });
+    expect(caught(() => queueParameters(req([], [], { priority: -1 }))).message).toBe("request parameter 'priority' must be a non-negative integer, got \"-1\"");
   });
 });

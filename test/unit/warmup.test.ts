@@ -1,17 +1,26 @@
-// src/repository/warmup.ts: `model_warmup` samples turned into executions, after Triton core's
+// src/model/warmup.ts: `model_warmup` samples turned into executions, after Triton core's
 // TritonModelInstance::GenerateWarmupData and the ModelWarmup docs in model_config.proto. The
 // configurations are Triton's (qa/L0_warmup/test.sh, the quickstart models).
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ExecRequest, TensorSlot } from '../../src/backends/backend.js';
-import { normalizeConfig } from '../../src/config/model_config.js';
+import type { ExecLayout, TensorSlot } from '../../src/backends/backend.js';
+import type { ResolvedModelConfig } from '../../src/config/resolved.js';
 import { parseModelConfigText } from '../../src/config/pbtxt.js';
-import type { ModelConfig } from '../../src/config/types.js';
-import { joinBytes, splitBytes } from '../../src/core/datatypes.js';
-import { ServalError } from '../../src/core/errors.js';
-import { warmupRequests } from '../../src/repository/warmup.js';
+import { joinBytes, splitBytes } from '../../src/kernel/datatypes.js';
+import { ServalError } from '../../src/kernel/errors.js';
+import { warmupRequests as buildSamples } from '../../src/model/warmup.js';
+import { assemble } from '../../src/scheduler/scheduler.js';
+import { resolveForTest } from '../helpers/resolve.js';
+
+type ExecRequest = ExecLayout & { data: Uint8Array };
+
+/** The samples, each laid out as an execution the way the scheduler's assemble lays out a batch. */
+async function warmupRequests(cfg: ResolvedModelConfig, dir: string) {
+  const samples = await buildSamples(cfg, dir);
+  return samples.map((s) => ({ name: s.name, count: s.count, req: assemble([s.req], s.req.batchSize) }));
+}
 
 let root: string;
 beforeAll(async () => {
@@ -29,8 +38,8 @@ async function modelDir(name: string, files: Record<string, Uint8Array> = {}): P
   return dir;
 }
 
-function config(name: string, text: string): ModelConfig {
-  return normalizeConfig(parseModelConfigText(text), name);
+function config(name: string, text: string): ResolvedModelConfig {
+  return resolveForTest(parseModelConfigText(text), { folderName: name });
 }
 
 const bytesOf = (req: ExecRequest, slot: TensorSlot): Uint8Array => req.data.subarray(slot.offset, slot.offset + slot.byteLength);
@@ -40,7 +49,7 @@ const slot = (req: ExecRequest, name: string): TensorSlot => {
   return s;
 };
 
-async function warmupError(cfg: ModelConfig, dir: string): Promise<string> {
+async function warmupError(cfg: ResolvedModelConfig, dir: string): Promise<string> {
   try {
     await warmupRequests(cfg, dir);
   } catch (e) {
@@ -333,7 +342,7 @@ describe('errors name the model, the sample and the input', () => {
     `inputs { key: "${name}" value { data_type: ${type} dims: ${dims} ${source} } }`;
   const both = zero('INPUT0') + zero('INPUT1');
   const M = "model 'onnx_float32_float32_float32': warmup sample 'bad'";
-  const f32 = (text: string): ModelConfig => config('onnx_float32_float32_float32', FLOAT32 + text);
+  const f32 = (text: string): ResolvedModelConfig => config('onnx_float32_float32_float32', FLOAT32 + text);
 
   it('rejects an input the model does not have', async () => {
     expect(await warmupError(f32(sample(both + zero('INPUT2'))), await modelDir('e'))).toBe(
@@ -371,7 +380,7 @@ describe('errors name the model, the sample and the input', () => {
   });
 
   it('rejects a string file with the wrong number of elements or a broken serialization', async () => {
-    const cfg = (file: string): ModelConfig =>
+    const cfg = (file: string): ResolvedModelConfig =>
       config(
         'strs',
         `max_batch_size: 8

@@ -14,7 +14,7 @@
 // Whichever side outgrows an arena allocates a bigger one and hands it over on the instance's
 // MessagePort ({ slot, arena }), raising FLAG_NEW_ARENA; the other side takes every waiting
 // message with receiveMessageOnPort before it reads the slot.
-import { DATATYPES, type DataType } from '../../core/datatypes.js';
+import { DATATYPES, type DataType } from '../../kernel/datatypes.js';
 
 export const SLOTS = 8;
 

@@ -4,9 +4,11 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from 'node:worker_threads';
-import { ServalError } from '../../core/errors.js';
+import type { InstancePlacement } from '../../config/resolved.js';
+import type { ModelSignature } from '../../config/signature.js';
+import { ServalError } from '../../kernel/errors.js';
 import { projectRoot } from '../../paths.js';
-import type { ExecRequest, ExecResult, InstancePlacement, ModelInstance, ModelSignature } from '../backend.js';
+import type { ExecLayout, ExecResult, Execution, ModelInstance, Reservation } from '../backend.js';
 import {
   arenaSize, Control, DONE, DOORBELL, FLAG_NEW_ARENA, FLAGS, INITIAL_ARENA, OP, OP_CLOSE, OP_EXEC, OP_WITHDRAWN, REP_SEQ, REQ_SEQ, SLOTS, STATUS, STATUS_OK, STATUS_WITHDRAWN, whenChanged,
 } from './channel.js';
@@ -65,6 +67,7 @@ export class OrtInstance implements ModelInstance {
   private readonly arenaSent: boolean[] = new Array<boolean>(SLOTS).fill(false);
   private unnoticed = 0;
   private listening = false;
+  private reserved = false;
   private readonly inputIndex: Map<string, number>;
   private readonly outputIndex: Map<string, number>;
 
@@ -119,33 +122,53 @@ export class OrtInstance implements ModelInstance {
     });
   }
 
-  /** The input memory of the next execution: its slot's arena. */
-  inputBuffer(byteLength: number): Uint8Array {
-    const slot = (this.submitted + 1) % SLOTS;
+  /**
+   * Room for the next execution: its slot's arena, grown when the inputs do not fit. One
+   * reservation at a time: the next one takes the slot after it.
+   */
+  reserve(byteLength: number): Reservation {
+    if (this.dead) throw ServalError.internal(this.dead);
+    if (this.reserved) throw ServalError.internal(`instance ${this.placement.name} already has a reservation`);
+    if (this.submitted - this.consumed >= SLOTS) {
+      throw ServalError.internal(`instance ${this.placement.name} already has ${SLOTS} executions`);
+    }
+    const seq = this.submitted + 1;
+    const slot = seq % SLOTS;
     if (byteLength > this.arenas[slot]!.byteLength) {
       this.arenas[slot] = new SharedArrayBuffer(arenaSize(byteLength));
       this.port.postMessage({ slot, arena: this.arenas[slot] } satisfies ArenaMessage);
       this.arenaSent[slot] = true;
     }
-    return new Uint8Array(this.arenas[slot]!, 0, byteLength);
+    this.reserved = true;
+    let open = true;
+    const close = (): void => {
+      if (!open) throw ServalError.internal(`a reservation of instance ${this.placement.name} was used twice`);
+      open = false;
+      this.reserved = false;
+    };
+    return {
+      buffer: new Uint8Array(this.arenas[slot]!, 0, byteLength),
+      execute: (layout) => {
+        close();
+        return this.submit(seq, layout);
+      },
+      release: () => {
+        if (open) close();
+      },
+    };
   }
 
-  execute(req: ExecRequest, onHeld?: (withdraw: () => boolean) => void): Promise<ExecResult> {
-    if (this.dead) return Promise.reject(ServalError.internal(this.dead));
-    if (this.submitted - this.consumed >= SLOTS) {
-      return Promise.reject(ServalError.internal(`instance ${this.placement.name} already has ${SLOTS} executions`));
-    }
-    const seq = this.submitted + 1;
+  private submit(seq: number, layout: ExecLayout): Execution {
     const slot = seq % SLOTS;
     const control = this.controls[slot]!;
+    const refused = (e: unknown): Execution => ({ result: Promise.reject(e), held: false, withdraw: () => false });
+    if (this.dead) return refused(ServalError.internal(this.dead));
     try {
-      // Inputs assembled elsewhere (warm-up samples) are copied in.
-      if (req.data.buffer !== this.arenas[slot] || req.data.byteOffset !== 0) this.inputBuffer(req.data.byteLength).set(req.data);
-      const inputs = req.inputs.map((t) => ({ index: this.index(this.inputIndex, t.name, 'input'), datatype: t.datatype, dims: t.dims, offset: t.offset, byteLength: t.byteLength }));
-      const outputs = req.outputs.map((n) => this.index(this.outputIndex, n, 'output'));
+      const inputs = layout.inputs.map((t) => ({ index: this.index(this.inputIndex, t.name, 'input'), datatype: t.datatype, dims: t.dims, offset: t.offset, byteLength: t.byteLength }));
+      const outputs = layout.outputs.map((n) => this.index(this.outputIndex, n, 'output'));
       control.writeCommand({ inputs, outputs });
     } catch (e) {
-      return Promise.reject(e);
+      return refused(e);
     }
     this.submitted = seq;
     const words = control.words;
@@ -156,10 +179,13 @@ export class OrtInstance implements ModelInstance {
     const held = this.pending.size > 0;
     const result = new Promise<ExecResult>((resolve, reject) => this.pending.set(seq, { resolve, reject }));
     this.ring(seq);
-    if (held && onHeld) onHeld(() => this.pending.has(seq) && Atomics.compareExchange(words, OP, OP_EXEC, OP_WITHDRAWN) === OP_EXEC);
     this.listen();
     watchdog.add(this);
-    return result;
+    return {
+      result,
+      held,
+      withdraw: () => held && this.pending.has(seq) && Atomics.compareExchange(words, OP, OP_EXEC, OP_WITHDRAWN) === OP_EXEC,
+    };
   }
 
   /**

@@ -5,8 +5,9 @@ import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
-import { ServalError } from '../../core/errors.js';
-import type { InstancePlacement } from '../backend.js';
+import type { InstancePlacement, PlacedInstances } from '../../config/resolved.js';
+import type { ModelConfig, ModelInstanceGroup } from '../../config/types.js';
+import { ServalError } from '../../kernel/errors.js';
 
 export interface DeviceEnvironment {
   /** CUDA device ids visible to this process. */
@@ -16,13 +17,6 @@ export interface DeviceEnvironment {
   /** Where the CUDA provider library was looked for (for error messages). */
   cudaProviderPath: string;
   cpus: number;
-}
-
-interface InstanceGroupLike {
-  name?: string;
-  kind?: string;
-  count?: number;
-  gpus?: number[];
 }
 
 let cachedEnv: DeviceEnvironment | undefined;
@@ -54,11 +48,11 @@ export function probeDevices(): DeviceEnvironment {
  * gets a name (`<model>_<index>`) and a count (1); KIND_AUTO becomes KIND_GPU when a usable
  * GPU exists, else KIND_CPU. The result is what the model's /config reports.
  */
-export function normalizeInstanceGroups<G extends InstanceGroupLike>(modelName: string, groups: G[] | undefined, env: DeviceEnvironment): G[] {
-  const list = groups && groups.length ? groups : [{ kind: 'KIND_AUTO' } as G];
+export function normalizeInstanceGroups(modelName: string, groups: ModelInstanceGroup[] | undefined, env: DeviceEnvironment): ModelInstanceGroup[] {
+  const list: ModelInstanceGroup[] = groups && groups.length ? groups : [{ kind: 'KIND_AUTO' }];
   const gpuUsable = env.gpus.length > 0 && env.cudaProvider;
   return list.map((g, gi) => {
-    const kind = (g.kind ?? 'KIND_AUTO') === 'KIND_AUTO' ? (gpuUsable ? 'KIND_GPU' : 'KIND_CPU') : g.kind!;
+    const kind = (g.kind ?? 'KIND_AUTO') === 'KIND_AUTO' ? (gpuUsable ? 'KIND_GPU' : 'KIND_CPU') : (g.kind ?? 'KIND_AUTO');
     return { ...g, name: g.name || `${modelName}_${gi}`, kind, count: g.count ?? 1 };
   });
 }
@@ -67,12 +61,16 @@ export function normalizeInstanceGroups<G extends InstanceGroupLike>(modelName: 
  * Triton's instance placement: each group gives `count` instances; a GPU group gives `count`
  * instances on each of its `gpus` (default: every visible GPU).
  */
-export function placeInstances(modelName: string, groups: InstanceGroupLike[] | undefined, env: DeviceEnvironment): InstancePlacement[] {
+export function placeInstances(modelName: string, groups: ModelInstanceGroup[] | undefined, env: DeviceEnvironment): InstancePlacement[] {
+  return placeNormalized(modelName, normalizeInstanceGroups(modelName, groups, env), env);
+}
+
+function placeNormalized(modelName: string, groups: ModelInstanceGroup[], env: DeviceEnvironment): InstancePlacement[] {
   const out: InstancePlacement[] = [];
-  for (const g of normalizeInstanceGroups(modelName, groups, env)) {
-    const groupName = g.name!;
-    const count = g.count!;
-    const kind = g.kind!;
+  for (const g of groups) {
+    const groupName = g.name ?? '';
+    const count = g.count ?? 1;
+    const kind = g.kind ?? 'KIND_AUTO';
     if (!Number.isInteger(count) || count < 0) {
       throw ServalError.invalidArg(`instance group '${groupName}' of model '${modelName}' has invalid count ${count}`);
     }
@@ -122,7 +120,7 @@ export function threadCounts(
   parameters: Record<string, { string_value?: string }> | undefined,
   cpuInstances: number,
   cpus: number,
-): { intra: number; inter: number; allowSpinning: boolean } {
+): Pick<OrtSettings, 'intraOpThreads' | 'interOpThreads' | 'allowSpinning'> {
   const read = (key: string): number | undefined => {
     const v = parameters?.[key]?.string_value;
     if (v === undefined || v === '') return undefined;
@@ -140,5 +138,28 @@ export function threadCounts(
   if (spin !== undefined && spin !== '0' && spin !== '1') {
     throw ServalError.invalidArg(`parameter 'session.intra_op.allow_spinning' must be '0' or '1', got '${spin}'`);
   }
-  return { intra, inter, allowSpinning: spin === '1' };
+  return { intraOpThreads: intra, interOpThreads: inter, allowSpinning: spin === '1' };
+}
+
+/** What every instance of a model starts its session with. */
+export interface OrtSettings {
+  intraOpThreads: number;
+  interOpThreads: number;
+  /** ORT's session.intra_op.allow_spinning: idle intra-op threads busy-wait for work. */
+  allowSpinning: boolean;
+  graphOptimizationLevel: 'disabled' | 'basic' | 'extended' | 'all';
+}
+
+/** The whole placement of a model on this machine: groups, one placement per instance, settings. */
+export function placeModel(config: ModelConfig, env: DeviceEnvironment = probeDevices()): PlacedInstances<OrtSettings> {
+  const name = config.name ?? '';
+  const groups = normalizeInstanceGroups(name, config.instance_group, env);
+  const placements = placeNormalized(name, groups, env);
+  const cpuInstances = placements.filter((p) => p.kind === 'KIND_CPU').length;
+  const level = config.optimization?.graph?.level;
+  return {
+    groups,
+    placements,
+    settings: { ...threadCounts(config.parameters, cpuInstances, env.cpus), graphOptimizationLevel: level === -1 ? 'basic' : 'all' },
+  };
 }

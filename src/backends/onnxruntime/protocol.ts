@@ -1,17 +1,13 @@
 // What the main thread and an ONNX Runtime instance worker exchange outside the shared-memory
 // channel (channel.ts): start-up data and the start-up outcome.
 import type { MessagePort } from 'node:worker_threads';
-import type { ModelSignature } from '../backend.js';
+import type { ModelSignature } from '../../config/signature.js';
+import type { OrtSettings } from './placement.js';
 
-export interface SessionSettings {
+export interface SessionSettings extends OrtSettings {
   modelPath: string;
-  intraOpThreads: number;
-  interOpThreads: number;
-  /** ORT's session.intra_op.allow_spinning: idle intra-op threads busy-wait for work. */
-  allowSpinning: boolean;
   /** -1 for CPU, else the CUDA device id. */
   cudaDeviceId: number;
-  graphOptimizationLevel: 'disabled' | 'basic' | 'extended' | 'all';
 }
 
 export interface WorkerData {

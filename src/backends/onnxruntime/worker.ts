@@ -3,8 +3,8 @@
 // through shared memory (channel.ts); between commands the thread sleeps in Atomics.wait.
 import { parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
 import ort from 'onnxruntime-node';
-import { fromOrtType, splitBytes, joinBytes, typedView, type DataType } from '../../core/datatypes.js';
-import type { IoSignature } from '../backend.js';
+import { fromOrtType, splitBytes, joinBytes, typedView, type DataType } from '../../kernel/datatypes.js';
+import type { IoSignature } from '../../config/signature.js';
 import {
   alignUp, arenaSize, Control, DONE, DOORBELL, FLAG_NEW_ARENA, FLAGS, OP, OP_CLOSE, OP_EXEC, OP_TAKEN, REP_SEQ, SLOTS, STATUS, STATUS_ERROR, STATUS_OK, STATUS_WITHDRAWN,
   type ExecCommand, type TensorDesc,

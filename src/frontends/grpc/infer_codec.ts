@@ -1,8 +1,8 @@
 // gRPC ModelInfer messages ⇄ core requests/responses. Inputs come as raw_input_contents (views,
 // no copies) or as typed InferTensorContents; outputs always go back as raw_output_contents.
-import { elementSize, floatToHalf, isDataType, joinBytes, type DataType } from '../../core/datatypes.js';
-import { ServalError } from '../../core/errors.js';
-import type { InferRequest, InferResponse, Params, ParamValue } from '../../core/types.js';
+import { elementSize, floatToHalf, isDataType, joinBytes, type DataType } from '../../kernel/datatypes.js';
+import { ServalError } from '../../kernel/errors.js';
+import type { InferRequest, InferResponse, Params, ParamValue } from '../../kernel/types.js';
 
 export interface GrpcInferParameter {
   bool_param?: boolean;
@@ -141,12 +141,12 @@ export function decodeGrpcInfer(msg: GrpcInferRequest): InferRequest {
     parameters: params(msg.parameters),
     inputs: inputs.map((inp, i) => {
       const p = params(inp.parameters);
-      if (p.shared_memory_region !== undefined) {
-        throw ServalError.unsupported(`input '${inp.name}': shared memory inputs are not supported by this server`);
-      }
       const shape = inp.shape.map((d) => Number(d));
       let data: Uint8Array;
-      if (raws.length) {
+      if (p.shared_memory_region !== undefined) {
+        // The data lies in a registered region; the core reads (or refuses) it.
+        data = new Uint8Array(0);
+      } else if (raws.length) {
         if (inp.contents && hasAny(inp.contents)) {
           throw bad(`input '${inp.name}' has both typed contents and raw_input_contents`);
         }
@@ -157,17 +157,7 @@ export function decodeGrpcInfer(msg: GrpcInferRequest): InferRequest {
       }
       return { name: inp.name, datatype: inp.datatype, shape, data, parameters: p };
     }),
-    outputs: (msg.outputs ?? []).map((o) => {
-      const p = params(o.parameters);
-      if (p.shared_memory_region !== undefined) {
-        throw ServalError.unsupported(`output '${o.name}': shared memory outputs are not supported by this server`);
-      }
-      const cls = p.classification;
-      if (cls !== undefined && (typeof cls !== 'number' || !Number.isInteger(cls) || cls < 0)) {
-        throw bad(`output '${o.name}': 'classification' must be a non-negative integer`);
-      }
-      return { name: o.name, classCount: cls as number | undefined, parameters: p };
-    }),
+    outputs: (msg.outputs ?? []).map((o) => ({ name: o.name, parameters: params(o.parameters) })),
   };
 }
 

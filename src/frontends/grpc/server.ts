@@ -1,11 +1,11 @@
 // The gRPC front-end: inference.GRPCInferenceService and grpc.health.v1.Health over @grpc/grpc-js.
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
-import { asServalError, grpcStatus, ServalError } from '../../core/errors.js';
-import { Cancellation } from '../../core/cancel.js';
-import type { InferenceCore } from '../../core/server_core.js';
-import { protoDir } from '../../paths.js';
+import type { CoreApi } from '../../core/api.js';
+import { Cancellation } from '../../kernel/cancel.js';
+import { asServalError, grpcStatus, ServalError } from '../../kernel/errors.js';
 import type { Logger } from '../../log.js';
+import { protoDir } from '../../paths.js';
 import { decodeGrpcInfer, encodeGrpcInfer, type GrpcInferRequest } from './infer_codec.js';
 
 // Triton accepts messages up to 2 GiB; grpc-js defaults to 4 MiB.
@@ -27,18 +27,32 @@ function loadDefinitions(): grpc.GrpcObject {
   return grpc.loadPackageDefinition(def);
 }
 
-function toGrpcError(e: unknown): grpc.ServiceError {
-  const err = asServalError(e);
-  return Object.assign(new Error(err.message), { code: grpcStatus(err.code), details: err.message, metadata: new grpc.Metadata() });
-}
-
-/** Wraps a synchronous or async handler so every error maps through the one status table. */
-function unary<Req>(fn: (req: Req, call: Call<Req>) => unknown | Promise<unknown>) {
-  return (call: Call<Req>, cb: Callback): void => {
-    Promise.resolve()
-      .then(() => fn(call.request, call))
-      .then((res) => cb(null, res), (e) => cb(toGrpcError(e)));
-  };
+/**
+ * The one error path: wraps a synchronous or async handler so every error maps through the one
+ * status table; server faults (INTERNAL, unexpected errors) are logged with the method and the
+ * inference request's id.
+ */
+function unaryWith(log: Logger) {
+  return <Req>(fn: (req: Req, call: Call<Req>) => unknown) =>
+    (call: Call<Req>, cb: Callback): void => {
+      Promise.resolve()
+        .then(() => fn(call.request, call))
+        .then(
+          (res) => cb(null, res),
+          (e: unknown) => {
+            const err = asServalError(e);
+            if (err.code === 'INTERNAL') {
+              const id = (call.request as { id?: unknown } | undefined)?.id;
+              log.error('grpc request failed', {
+                method: call.getPath(),
+                request_id: typeof id === 'string' ? id : undefined,
+                error: e instanceof Error ? (e.stack ?? e.message) : String(e),
+              });
+            }
+            cb(Object.assign(new Error(err.message), { code: grpcStatus(err.code), details: err.message, metadata: new grpc.Metadata() }));
+          },
+        );
+    };
 }
 
 interface RepositoryRequest {
@@ -58,7 +72,8 @@ export interface GrpcServer {
   port: number;
 }
 
-export async function startGrpcServer(core: InferenceCore, log: Logger, host: string, port: number): Promise<GrpcServer> {
+export async function startGrpcServer(core: CoreApi, log: Logger, host: string, port: number): Promise<GrpcServer> {
+  const unary = unaryWith(log);
   const pkg = loadDefinitions() as unknown as {
     inference: { GRPCInferenceService: grpc.ServiceClientConstructor };
     grpc: { health: { v1: { Health: grpc.ServiceClientConstructor } } };

@@ -1,9 +1,9 @@
 // KServe v2 REST inference bodies ⇄ core requests/responses, including Triton's binary tensor
 // data extension: a JSON header of `Inference-Header-Content-Length` bytes, then raw tensors.
-import { elementCount, isDataType, jsonToRaw, rawToJson } from '../../core/datatypes.js';
-import { ServalError } from '../../core/errors.js';
-import { encodeJson, parseJsonExact } from '../../core/json.js';
-import type { InferRequest, InferResponse, Params, ParamValue, RequestedOutput } from '../../core/types.js';
+import { elementCount, isDataType, jsonToRaw, rawToJson } from '../../kernel/datatypes.js';
+import { ServalError } from '../../kernel/errors.js';
+import { encodeJson, parseJsonExact } from '../../kernel/json.js';
+import type { InferRequest, InferResponse, Params, ParamValue, RequestedOutput } from '../../kernel/types.js';
 
 const bad = (msg: string): ServalError => ServalError.invalidArg(msg);
 
@@ -71,11 +71,11 @@ export function decodeInferRequest(
       throw bad(`${where} must have a 'shape' array of non-negative integers`);
     }
     const p = params(raw.parameters, where);
-    if (p.shared_memory_region !== undefined) {
-      throw ServalError.unsupported(`${where}: shared memory inputs are not supported by this server`);
-    }
     let data: Uint8Array;
-    if (p.binary_data_size !== undefined) {
+    if (p.shared_memory_region !== undefined) {
+      // The data lies in a registered region; the core reads (or refuses) it.
+      data = new Uint8Array(0);
+    } else if (p.binary_data_size !== undefined) {
       const size = p.binary_data_size;
       if (typeof size !== 'number' || !Number.isInteger(size) || size < 0) {
         throw bad(`${where}: 'binary_data_size' must be a non-negative integer`);
@@ -114,16 +114,9 @@ export function decodeInferRequest(
     outputs = doc.outputs.map((raw: unknown, i: number) => {
       if (!isObject(raw) || typeof raw.name !== 'string') throw bad(`outputs[${i}] must be an object with a string 'name'`);
       const p = params(raw.parameters, `output '${raw.name}'`);
-      if (p.shared_memory_region !== undefined) {
-        throw ServalError.unsupported(`output '${raw.name}': shared memory outputs are not supported by this server`);
-      }
       const binary = p.binary_data === undefined ? binaryDefault : p.binary_data === true;
       if (binary) binaryOutputs.add(raw.name);
-      const cls = p.classification;
-      if (cls !== undefined && (typeof cls !== 'number' || !Number.isInteger(cls) || cls < 0)) {
-        throw bad(`output '${raw.name}': 'classification' must be a non-negative integer`);
-      }
-      return { name: raw.name, classCount: cls as number | undefined, parameters: p };
+      return { name: raw.name, parameters: p };
     });
   }
   return {

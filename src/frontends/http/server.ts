@@ -2,11 +2,10 @@
 import { promisify } from 'node:util';
 import zlib from 'node:zlib';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
-import { toTritonConfigJson } from '../../config/config_json.js';
-import { asServalError, httpStatus, ServalError } from '../../core/errors.js';
-import { encodeJson } from '../../core/json.js';
-import type { InferenceCore } from '../../core/server_core.js';
-import { Cancellation } from '../../core/cancel.js';
+import type { CoreApi } from '../../core/api.js';
+import { Cancellation } from '../../kernel/cancel.js';
+import { httpStatus, ServalError } from '../../kernel/errors.js';
+import { encodeJson } from '../../kernel/json.js';
 import type { Logger } from '../../log.js';
 import { decodeInferRequest, encodeInferResponse } from './infer_codec.js';
 
@@ -20,11 +19,6 @@ export interface HttpOptions {
 }
 
 type ModelParams = { model: string; version?: string };
-
-function sendError(reply: FastifyReply, e: unknown): FastifyReply {
-  const err = asServalError(e);
-  return reply.code(httpStatus(err.code)).header('content-type', 'application/json').send(encodeJson({ error: err.message }));
-}
 
 async function decompress(req: FastifyRequest, body: Buffer): Promise<Buffer> {
   const enc = String(req.headers['content-encoding'] ?? '').trim().toLowerCase();
@@ -84,7 +78,7 @@ function readBody(stream: NodeJS.ReadableStream & { destroy(): void }, limit: nu
   stream.on('error', (e: Error) => finish(Object.assign(e, { statusCode: 400 })));
 }
 
-export function buildHttpServer(core: InferenceCore, log: Logger, opts: HttpOptions): FastifyInstance {
+export function buildHttpServer(core: CoreApi, log: Logger, opts: HttpOptions): FastifyInstance {
   // bodyLimit is enforced by readBody; fastify's own check would answer before the body is read.
   const app = Fastify({ logger: false, bodyLimit: Number.MAX_SAFE_INTEGER, keepAliveTimeout: 60_000 });
 
@@ -92,11 +86,17 @@ export function buildHttpServer(core: InferenceCore, log: Logger, opts: HttpOpti
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', (_req, payload, done) => readBody(payload, opts.maxInputSize, done));
 
-  app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, _req, reply) => {
-    if (err instanceof ServalError) return sendError(reply, err);
-    // fastify's own errors (body too large, aborted upload): keep their status, Triton's error shape.
-    const status = err.statusCode && err.statusCode >= 400 ? err.statusCode : 500;
-    if (status >= 500) log.error('http request failed', { error: err.message });
+  // The one error path: routes throw; ServalErrors map through the status table, fastify's own
+  // errors (body too large, aborted upload) keep their status, anything else is a 500. Server
+  // faults (INTERNAL, unexpected errors) are logged with the request id; refusals such as a full
+  // queue (503) are the client's answer, not a fault, and stay out of the log.
+  app.setErrorHandler((err: Error & { statusCode?: number }, req, reply) => {
+    let status: number;
+    if (err instanceof ServalError) status = httpStatus(err.code);
+    else status = err.statusCode && err.statusCode >= 400 ? err.statusCode : 500;
+    if (status >= 500 && !(err instanceof ServalError && err.code !== 'INTERNAL')) {
+      log.error('http request failed', { request_id: req.id, method: req.method, url: req.url, status, error: err.stack ?? err.message });
+    }
     return reply.code(status).header('content-type', 'application/json').send(encodeJson({ error: err.message }));
   });
   app.setNotFoundHandler((req, reply) => {
@@ -118,24 +118,14 @@ export function buildHttpServer(core: InferenceCore, log: Logger, opts: HttpOpti
   app.get('/v2', (_req, reply) => json(reply, core.serverMetadata()));
 
   // Statistics routes are static and so take precedence over /v2/models/:model.
-  const stats = (req: FastifyRequest<{ Params: Partial<ModelParams> }>, reply: FastifyReply) => {
-    try {
-      return json(reply, { model_stats: core.statistics(req.params.model ?? '', req.params.version ?? '') });
-    } catch (e) {
-      return sendError(reply, e);
-    }
-  };
+  const stats = (req: FastifyRequest<{ Params: Partial<ModelParams> }>, reply: FastifyReply) =>
+    json(reply, { model_stats: core.statistics(req.params.model ?? '', req.params.version ?? '') });
   app.get('/v2/models/stats', stats);
   app.get('/v2/models/:model/stats', stats);
   app.get('/v2/models/:model/versions/:version/stats', stats);
 
-  const metadata = (req: FastifyRequest<{ Params: ModelParams }>, reply: FastifyReply) => {
-    try {
-      return json(reply, core.modelMetadata(req.params.model, req.params.version ?? ''));
-    } catch (e) {
-      return sendError(reply, e);
-    }
-  };
+  const metadata = (req: FastifyRequest<{ Params: ModelParams }>, reply: FastifyReply) =>
+    json(reply, core.modelMetadata(req.params.model, req.params.version ?? ''));
   app.get('/v2/models/:model', metadata);
   app.get('/v2/models/:model/versions/:version', metadata);
 
@@ -144,13 +134,8 @@ export function buildHttpServer(core: InferenceCore, log: Logger, opts: HttpOpti
   app.get('/v2/models/:model/ready', ready);
   app.get('/v2/models/:model/versions/:version/ready', ready);
 
-  const config = (req: FastifyRequest<{ Params: ModelParams }>, reply: FastifyReply) => {
-    try {
-      return json(reply, toTritonConfigJson(core.modelConfig(req.params.model, req.params.version ?? '') as Record<string, unknown>));
-    } catch (e) {
-      return sendError(reply, e);
-    }
-  };
+  const config = (req: FastifyRequest<{ Params: ModelParams }>, reply: FastifyReply) =>
+    json(reply, core.modelConfig(req.params.model, req.params.version ?? ''));
   app.get('/v2/models/:model/config', config);
   app.get('/v2/models/:model/versions/:version/config', config);
 
@@ -173,31 +158,19 @@ export function buildHttpServer(core: InferenceCore, log: Logger, opts: HttpOpti
     return p as Record<string, unknown>;
   };
   app.post('/v2/repository/index', async (req, reply) => {
-    try {
-      const doc = await jsonBody(req);
-      const rows = await core.repositoryIndex(doc.ready === true);
-      // Triton leaves out version/state/reason where there is none.
-      return json(reply, rows.map((r) => ({ name: r.name, ...(r.version && { version: r.version }), ...(r.state && { state: r.state }), ...(r.reason && { reason: r.reason }) })));
-    } catch (e) {
-      return sendError(reply, e);
-    }
+    const doc = await jsonBody(req);
+    const rows = await core.repositoryIndex(doc.ready === true);
+    // Triton leaves out version/state/reason where there is none.
+    return json(reply, rows.map((r) => ({ name: r.name, ...(r.version && { version: r.version }), ...(r.state && { state: r.state }), ...(r.reason && { reason: r.reason }) })));
   });
   app.post('/v2/repository/models/:model/load', async (req: FastifyRequest<{ Params: ModelParams }>, reply) => {
-    try {
-      await core.loadModel(req.params.model, paramsOf(await jsonBody(req)));
-      return reply.code(200).send();
-    } catch (e) {
-      return sendError(reply, e);
-    }
+    await core.loadModel(req.params.model, paramsOf(await jsonBody(req)));
+    return reply.code(200).send();
   });
   app.post('/v2/repository/models/:model/unload', async (req: FastifyRequest<{ Params: ModelParams }>, reply) => {
-    try {
-      paramsOf(await jsonBody(req)); // unload_dependents: Serval has no ensembles, so there are none
-      await core.unloadModel(req.params.model);
-      return reply.code(200).send();
-    } catch (e) {
-      return sendError(reply, e);
-    }
+    paramsOf(await jsonBody(req)); // unload_dependents: Serval has no ensembles, so there are none
+    await core.unloadModel(req.params.model);
+    return reply.code(200).send();
   });
 
   const infer = async (req: FastifyRequest<{ Params: ModelParams }>, reply: FastifyReply) => {
@@ -206,29 +179,26 @@ export function buildHttpServer(core: InferenceCore, log: Logger, opts: HttpOpti
     reply.raw.once('close', () => {
       if (!reply.raw.writableFinished) cancellation.cancel();
     });
-    try {
-      const raw = await decompress(req, (req.body as Buffer | undefined) ?? Buffer.alloc(0));
-      const hdr = req.headers['inference-header-content-length'];
-      const headerLength = hdr === undefined ? undefined : Number(hdr);
-      const decoded = decodeInferRequest(raw, headerLength, req.params.model, req.params.version ?? '');
-      decoded.request.cancellation = cancellation;
-      const result = await core.infer(decoded.request);
-      const encoded = encodeInferResponse(result, decoded);
-      let body: Buffer = encoded.chunks.length === 1 ? Buffer.from(encoded.chunks[0]!.buffer, encoded.chunks[0]!.byteOffset, encoded.chunks[0]!.byteLength) : Buffer.concat(encoded.chunks);
-      if (encoded.headerLength !== undefined) {
-        reply.header('inference-header-content-length', encoded.headerLength).header('content-type', 'application/octet-stream');
-      } else {
-        reply.header('content-type', 'application/json');
-      }
-      const enc = acceptedEncoding(req.headers['accept-encoding']);
-      if (enc) {
-        body = enc === 'gzip' ? await gzip(body) : await deflate(body);
-        reply.header('content-encoding', enc);
-      }
-      return reply.send(body);
-    } catch (e) {
-      return sendError(reply, e);
+    const raw = await decompress(req, (req.body as Buffer | undefined) ?? Buffer.alloc(0));
+    const hdr = req.headers['inference-header-content-length'];
+    const headerLength = hdr === undefined ? undefined : Number(hdr);
+    const decoded = decodeInferRequest(raw, headerLength, req.params.model, req.params.version ?? '');
+    decoded.request.cancellation = cancellation;
+    const result = await core.infer(decoded.request);
+    const encoded = encodeInferResponse(result, decoded);
+    const first = encoded.chunks[0]!;
+    let body: Buffer = encoded.chunks.length === 1 ? Buffer.from(first.buffer, first.byteOffset, first.byteLength) : Buffer.concat(encoded.chunks);
+    if (encoded.headerLength !== undefined) {
+      reply.header('inference-header-content-length', encoded.headerLength).header('content-type', 'application/octet-stream');
+    } else {
+      reply.header('content-type', 'application/json');
     }
+    const enc = acceptedEncoding(req.headers['accept-encoding']);
+    if (enc) {
+      body = enc === 'gzip' ? await gzip(body) : await deflate(body);
+      reply.header('content-encoding', enc);
+    }
+    return reply.send(body);
   };
   app.post('/v2/models/:model/infer', infer);
   app.post('/v2/models/:model/versions/:version/infer', infer);

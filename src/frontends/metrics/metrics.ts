@@ -5,13 +5,12 @@
 import http from 'node:http';
 import os from 'node:os';
 import client from 'prom-client';
-import type { InferenceCore } from '../../core/server_core.js';
-import type { ModelVersion } from '../../repository/model.js';
+import type { CoreApi, ModelMetricsRow } from '../../core/api.js';
 
 type Labels = { model: string; version: string };
 
-function labelsOf(mv: ModelVersion): Labels {
-  return { model: mv.name, version: String(mv.version) };
+function labelsOf(row: ModelMetricsRow): Labels {
+  return { model: row.model, version: row.version };
 }
 
 export interface MetricsOptions {
@@ -59,13 +58,13 @@ export class CpuSampler {
   }
 }
 
-export function buildRegistry(core: InferenceCore, cpu?: CpuSampler): client.Registry {
+export function buildRegistry(core: CoreApi, cpu?: CpuSampler): client.Registry {
   const registry = new client.Registry();
   client.collectDefaultMetrics({ register: registry });
-  const versions = (): ModelVersion[] => core.repository.loadedVersions();
+  const versions = (): ModelMetricsRow[] => core.metricsSnapshot();
 
   /** A counter whose value is read from ModelStats at scrape time. */
-  const counter = (name: string, help: string, read: (mv: ModelVersion) => number): void => {
+  const counter = (name: string, help: string, read: (row: ModelMetricsRow) => number): void => {
     new client.Counter({
       name,
       help,
@@ -123,7 +122,7 @@ export function buildRegistry(core: InferenceCore, cpu?: CpuSampler): client.Reg
 }
 
 export async function startMetricsServer(
-  core: InferenceCore,
+  core: CoreApi,
   host: string,
   port: number,
   opts: MetricsOptions,

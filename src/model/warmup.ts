@@ -16,19 +16,18 @@
 //    accepts batch_size 1 only (Triton's backends fail "batch size N ..., max allowed is 0");
 //  - `count` (0 = once) is how many times the sample runs.
 //
-// The execution is built like a client request: checked by core/validate.ts (data types, shapes
-// against the config dims, reshape, BYTES element counts) and laid out by the scheduler's
-// `assemble` (one buffer, 64-byte aligned slots), requesting every output of the model.
+// The execution is built like a client request: checked by validate.ts (data types, shapes against
+// the config dims, reshape, BYTES element counts), requesting every output of the model; each run
+// is assembled into an instance's reservation like any batch (scheduler's `submit`).
 import { readFile } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import * as path from 'node:path';
-import type { ExecRequest } from '../backends/backend.js';
-import type { ModelConfig, ModelWarmup, ModelWarmupInput } from '../config/types.js';
-import { elementCount, elementSize, fromConfigType, splitBytes, type DataType } from '../core/datatypes.js';
-import { ServalError } from '../core/errors.js';
-import type { InferInputTensor, InferRequest } from '../core/types.js';
-import { validateRequest } from '../core/validate.js';
-import { assemble } from '../scheduler/scheduler.js';
+import type { ResolvedModelConfig } from '../config/resolved.js';
+import type { ModelWarmup, ModelWarmupInput } from '../config/types.js';
+import { elementCount, elementSize, fromConfigType, splitBytes, type DataType } from '../kernel/datatypes.js';
+import { ServalError } from '../kernel/errors.js';
+import type { InferInputTensor, InferRequest } from '../kernel/types.js';
+import { validateRequest, type ValidatedRequest } from './validate.js';
 
 /** Triton's kWarmupDataFolder. */
 export const WARMUP_DATA_FOLDER = 'warmup';
@@ -36,7 +35,8 @@ export const WARMUP_DATA_FOLDER = 'warmup';
 export interface WarmupSample {
   /** The sample's `name` from the configuration. */
   name: string;
-  req: ExecRequest;
+  /** The sample as one request: its inputs in the model's shapes, every output. */
+  req: ValidatedRequest;
   /** How many times to run it (at least 1). */
   count: number;
 }
@@ -46,9 +46,9 @@ export interface WarmupSample {
  * model's directory in the repository (the one holding config.pbtxt and the `warmup` folder).
  * Throws ServalError (INVALID_ARG) naming the model, the sample and the input on any problem.
  */
-export async function warmupRequests(config: ModelConfig, modelDir: string): Promise<WarmupSample[]> {
+export async function warmupRequests(config: ResolvedModelConfig, modelDir: string): Promise<WarmupSample[]> {
   const samples: WarmupSample[] = [];
-  const list = config.model_warmup ?? [];
+  const list = config.warmup;
   for (let i = 0; i < list.length; i++) {
     const sample = await buildSample(config, list[i]!, i, modelDir);
     if (sample) samples.push(sample);
@@ -56,8 +56,8 @@ export async function warmupRequests(config: ModelConfig, modelDir: string): Pro
   return samples;
 }
 
-async function buildSample(config: ModelConfig, w: ModelWarmup, index: number, modelDir: string): Promise<WarmupSample | undefined> {
-  const model = config.name ?? '';
+async function buildSample(config: ResolvedModelConfig, w: ModelWarmup, index: number, modelDir: string): Promise<WarmupSample | undefined> {
+  const model = config.name;
   const sampleName = w.name ?? '';
   const where = `model '${model}': warmup sample '${sampleName || `#${index}`}'`;
   const fail = (msg: string): ServalError => ServalError.invalidArg(`${where}: ${msg}`);
@@ -65,7 +65,7 @@ async function buildSample(config: ModelConfig, w: ModelWarmup, index: number, m
   const batchSize = w.batch_size ?? 0;
   if (batchSize === 0) return undefined; // Triton: "Skipping batch 0 warmup sample"
   if (!Number.isInteger(batchSize) || batchSize < 0) throw fail(`batch_size must be a positive integer, got ${batchSize}`);
-  const maxBatch = config.max_batch_size ?? 0;
+  const maxBatch = config.maxBatchSize;
   if (maxBatch === 0 && batchSize !== 1) {
     throw fail(`batch_size is ${batchSize}, but the model does not support batching (max_batch_size 0), so batch_size must be 1`);
   }
@@ -73,7 +73,7 @@ async function buildSample(config: ModelConfig, w: ModelWarmup, index: number, m
     throw fail(`batch_size ${batchSize} exceeds the model's max_batch_size ${maxBatch}`);
   }
 
-  const configInputs = config.input ?? [];
+  const configInputs = config.inputs;
   const warmInputs = Object.entries(w.inputs ?? {});
   for (const [name] of warmInputs) {
     if (!configInputs.some((c) => c.name === name)) {
@@ -101,16 +101,15 @@ async function buildSample(config: ModelConfig, w: ModelWarmup, index: number, m
   }
 
   const req: InferRequest = { modelName: model, modelVersion: '', id: '', inputs, parameters: {} };
-  let validated;
+  let validated: ValidatedRequest;
   try {
     validated = validateRequest(req, config);
   } catch (e) {
     if (!(e instanceof ServalError)) throw e;
     throw fail(e.message.replace(/^\[request id: [^\]]*\] /, ''));
   }
-  const exec = assemble([{ ...validated, requestStartNs: 0n }], validated.batchSize);
   const count = w.count !== undefined && w.count > 0 ? w.count : 1;
-  return { name: sampleName, req: exec, count };
+  return { name: sampleName, req: validated, count };
 }
 
 /** The bytes of one batch-1 sample of a warmup input. */

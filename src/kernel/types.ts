@@ -17,8 +17,7 @@ export interface InferInputTensor {
 
 export interface RequestedOutput {
   name: string;
-  /** Classification extension: return the top-k classes instead of the raw tensor. */
-  classCount?: number;
+  /** As received: `classification` (top-k classes instead of the tensor), `binary_data`, ... */
   parameters?: Params;
 }
 
@@ -68,4 +67,14 @@ export interface ServerMetadata {
   name: string;
   version: string;
   extensions: string[];
+}
+
+export type ModelState = 'READY' | 'UNAVAILABLE' | 'LOADING' | 'UNLOADING';
+
+/** One row of the repository index. */
+export interface IndexRow {
+  name: string;
+  version: string;
+  state: ModelState | '';
+  reason: string;
 }

@@ -1,11 +1,10 @@
 // Checks an inference request against its model's configuration before it reaches a scheduler,
 // with Triton's error texts (clients and users grep for them), and turns it into the model's shapes.
-import type { ModelConfig, ModelInput } from '../config/types.js';
-import { modelDims } from '../config/model_config.js';
 import { isUtf8 } from 'node:buffer';
-import { splitBytes, elementCount, elementSize, fromConfigType, isDataType, type DataType } from './datatypes.js';
-import { ServalError } from './errors.js';
-import type { InferRequest } from './types.js';
+import type { ResolvedModelConfig } from '../config/resolved.js';
+import { elementCount, elementSize, isDataType, splitBytes } from '../kernel/datatypes.js';
+import { ServalError } from '../kernel/errors.js';
+import type { InferRequest } from '../kernel/types.js';
 import type { ScheduledInput } from '../scheduler/scheduler.js';
 
 const dimsText = (d: readonly number[]): string => `[${d.join(',')}]`;
@@ -17,20 +16,19 @@ export interface ValidatedRequest {
   outputs: string[];
 }
 
-export function validateRequest(req: InferRequest, config: ModelConfig): ValidatedRequest {
-  const model = config.name!;
+export function validateRequest(req: InferRequest, config: ResolvedModelConfig): ValidatedRequest {
+  const model = config.name;
   const tag = `[request id: ${req.id || '<id_unknown>'}] `;
   const fail = (msg: string): ServalError => ServalError.invalidArg(tag + msg);
-  const maxBatch = config.max_batch_size ?? 0;
-  const configInputs = config.input ?? [];
+  const maxBatch = config.maxBatchSize;
+  const configInputs = config.inputs;
 
   // Requested outputs must exist.
-  const outputNames = (config.output ?? []).map((o) => o.name!);
-  let outputs = outputNames;
+  let outputs = config.outputs.map((o) => o.name);
   if (req.outputs && req.outputs.length) {
     const seen = new Set<string>();
     for (const o of req.outputs) {
-      if (!outputNames.includes(o.name)) throw fail(`unexpected inference output '${o.name}' for model '${model}'`);
+      if (!config.outputByName.has(o.name)) throw fail(`unexpected inference output '${o.name}' for model '${model}'`);
       if (seen.has(o.name)) throw fail(`output '${o.name}' is requested more than once`);
       seen.add(o.name);
     }
@@ -38,7 +36,7 @@ export function validateRequest(req: InferRequest, config: ModelConfig): Validat
   }
 
   // Input count and names, as Triton words it.
-  const byName = new Map<string, ModelInput>(configInputs.map((i) => [i.name!, i]));
+  const byName = config.inputByName;
   const given = new Set<string>();
   for (const inp of req.inputs) {
     if (given.has(inp.name)) throw fail(`input '${inp.name}' is given more than once`);
@@ -48,7 +46,7 @@ export function validateRequest(req: InferRequest, config: ModelConfig): Validat
     if (!byName.has(inp.name)) throw fail(`unexpected inference input '${inp.name}' for model '${model}'`);
   }
   const required = configInputs.filter((i) => !i.optional);
-  const missing = required.filter((i) => !given.has(i.name!));
+  const missing = required.filter((i) => !given.has(i.name));
   if (missing.length) {
     const got = req.inputs.length ? `[${req.inputs.map((i) => `'${i.name}'`).join(',')}]` : '[]';
     const miss = `[${missing.map((i) => `'${i.name}'`).join(',')}]`;
@@ -76,7 +74,7 @@ export function validateRequest(req: InferRequest, config: ModelConfig): Validat
   for (const cfg of configInputs) {
     const inp = req.inputs.find((i) => i.name === cfg.name);
     if (!inp) continue;
-    const expected = fromConfigType(cfg.data_type!) as DataType;
+    const expected = cfg.datatype;
     if (!isDataType(inp.datatype)) {
       throw fail(`inference input '${inp.name}' has unknown data-type '${inp.datatype}'`);
     }
@@ -87,7 +85,7 @@ export function validateRequest(req: InferRequest, config: ModelConfig): Validat
       if (!Number.isInteger(d) || d < 0) throw fail(`input '${inp.name}' has invalid dimension ${d} in shape ${dimsText(inp.shape)}`);
     }
     const own = maxBatch > 0 ? inp.shape.slice(1) : inp.shape;
-    const dims = cfg.dims ?? [];
+    const dims = cfg.dims;
     const matches = own.length === dims.length && own.every((d, i) => dims[i] === -1 || dims[i] === d);
     if (!matches) {
       const full = maxBatch > 0 ? [-1, ...dims] : dims;
@@ -127,9 +125,9 @@ export function validateRequest(req: InferRequest, config: ModelConfig): Validat
     }
     // The model sees `reshape` when configured, with variable dims filled from the request.
     let modelShape = own;
-    if (cfg.reshape) {
+    if (cfg.reshaped) {
       const vars = own.filter((_, i) => dims[i] === -1);
-      modelShape = modelDims(cfg).map((d) => (d === -1 ? vars.shift()! : d));
+      modelShape = cfg.modelDims.map((d) => (d === -1 ? vars.shift()! : d));
     }
     inputs.push({
       name: inp.name,
@@ -139,4 +137,46 @@ export function validateRequest(req: InferRequest, config: ModelConfig): Validat
     });
   }
   return { batchSize, inputs, outputs };
+}
+
+/**
+ * The tensor parameters both protocols carry the same way, checked before the tensors are:
+ * shared-memory regions (not supported yet) and the classification extension's top-k per output.
+ */
+export function classCounts(req: InferRequest): Map<string, number> {
+  for (const inp of req.inputs) {
+    if (inp.parameters?.shared_memory_region !== undefined) {
+      throw ServalError.unsupported(`input '${inp.name}': shared memory inputs are not supported by this server`);
+    }
+  }
+  const counts = new Map<string, number>();
+  for (const o of req.outputs ?? []) {
+    const p = o.parameters ?? {};
+    if (p.shared_memory_region !== undefined) {
+      throw ServalError.unsupported(`output '${o.name}': shared memory outputs are not supported by this server`);
+    }
+    const cls = p.classification;
+    if (cls === undefined) continue;
+    if (typeof cls !== 'number' || !Number.isInteger(cls) || cls < 0) {
+      throw ServalError.invalidArg(`output '${o.name}': 'classification' must be a non-negative integer`);
+    }
+    if (cls > 0) counts.set(o.name, cls);
+  }
+  return counts;
+}
+
+/** The request parameters that steer queueing: `priority` (0 = default level), `timeout` (µs, 0 = none). */
+export function queueParameters(req: InferRequest): { priority: number; timeoutUs: number } {
+  return { priority: uintParam(req, 'priority'), timeoutUs: uintParam(req, 'timeout') };
+}
+
+/** A request parameter that must be a non-negative integer (Triton's `priority`, `timeout`). */
+function uintParam(req: InferRequest, key: string): number {
+  const v = req.parameters[key];
+  if (v === undefined) return 0;
+  const n = typeof v === 'bigint' ? Number(v) : v;
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < 0) {
+    throw ServalError.invalidArg(`request parameter '${key}' must be a non-negative integer, got ${JSON.stringify(String(v))}`);
+  }
+  return n;
 }

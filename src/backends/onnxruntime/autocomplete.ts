@@ -23,11 +23,11 @@
 //    kept: the model does not batch. Only an absent field takes the default.
 //  - For tensors the configuration does list, a missing data_type or dims is filled from the model
 //    file (Triton would reject the configuration instead). Nothing the user wrote is overridden.
-import { toConfigType } from '../core/datatypes.js';
-import { ServalError } from '../core/errors.js';
-import type { IoSignature, ModelSignature } from '../backends/backend.js';
-import { ONNX_BACKEND, ONNX_PLATFORM } from './model_config.js';
-import type { DataType as ConfigDataType, ModelConfig, ModelInput, ModelOutput } from './types.js';
+import type { IoSignature, ModelSignature } from '../../config/signature.js';
+import type { DataType as ConfigDataType, ModelConfig, ModelInput, ModelOutput } from '../../config/types.js';
+import { toConfigType } from '../../kernel/datatypes.js';
+import { ServalError } from '../../kernel/errors.js';
+import { ONNX_BACKEND, ONNX_PLATFORM } from './names.js';
 
 /** Triton's default for --backend-config=default-max-batch-size. */
 export const DEFAULT_MAX_BATCH_SIZE = 4;

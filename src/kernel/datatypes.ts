@@ -169,7 +169,7 @@ export function jsonToRaw(dt: DataType, data: unknown, what: string, expectedCou
   const view = typedView(dt, out);
   for (let i = 0; i < flat.length; i++) {
     let v = flat[i];
-    // Long integers arrive as bigint (core/json.ts); only the 64-bit types keep them exact.
+    // Long integers arrive as bigint (kernel/json.ts); only the 64-bit types keep them exact.
     if (typeof v === 'bigint' && dt !== 'INT64' && dt !== 'UINT64') v = Number(v);
     switch (dt) {
       case 'BOOL':
@@ -238,7 +238,7 @@ export function rawToJson(dt: DataType, buf: Uint8Array, what: string): unknown[
   }
 }
 
-/** Marks a 64-bit integer the JSON encoder must print exactly (see core/json.ts). */
+/** Marks a 64-bit integer the JSON encoder must print exactly (see kernel/json.ts). */
 export class ExactInteger {
   constructor(readonly value: bigint) {}
 }

@@ -1,0 +1,136 @@
+// A loaded model version: its resolved config, its instances and the scheduler in front of them.
+// Load order: raw config → the model file's signature (read once) → auto-complete → resolve (every
+// check) → label files and warm-up samples → start instances → warm up. Nothing starts before the
+// config is known to be good.
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import type { Backend, ModelFiles, ModelInstance } from '../backends/backend.js';
+import type { BackendRegistry } from '../backends/registry.js';
+import type { ResolvedModelConfig } from '../config/resolved.js';
+import { resolveConfig } from '../config/resolve.js';
+import type { ModelConfig } from '../config/types.js';
+import { ServalError } from '../kernel/errors.js';
+import type { InferOutputTensor, InferRequest, InferResponse } from '../kernel/types.js';
+import { Scheduler, submit } from '../scheduler/scheduler.js';
+import { ModelStats } from '../stats/model_stats.js';
+import { classify, clientShape } from './outputs.js';
+import { classCounts, queueParameters, validateRequest } from './validate.js';
+import { warmupRequests, type WarmupSample } from './warmup.js';
+
+export interface LoadOptions {
+  autoComplete: boolean;
+  backends: BackendRegistry;
+}
+
+export class ModelVersion {
+  readonly stats = new ModelStats();
+  private readonly scheduler: Scheduler;
+
+  private constructor(
+    readonly version: number,
+    readonly config: ResolvedModelConfig,
+    private readonly instances: readonly ModelInstance[],
+  ) {
+    this.scheduler = new Scheduler(instances, config.batching, this.stats);
+  }
+
+  get name(): string {
+    return this.config.name;
+  }
+
+  /** Loads one version of model `name` (its folder's name) from its raw config; returns it ready. */
+  static async load(raw: ModelConfig, name: string, modelDir: string, version: number, opts: LoadOptions): Promise<ModelVersion> {
+    const backend = opts.backends.forConfig(raw, name);
+    const files: ModelFiles = {
+      modelDir,
+      modelPath: path.join(modelDir, String(version), raw.default_model_filename || backend.defaultModelFilename),
+    };
+    const signature = await backend.readSignature(files);
+    const completed = opts.autoComplete ? backend.autoComplete(raw, signature) : raw;
+    const labels = await readLabels(completed, name, modelDir);
+    const config = resolveConfig(completed, { folderName: name, backend, signature, labels });
+    const samples = await warmupRequests(config, modelDir);
+    const instances = await startInstances(backend, config, files).catch((e: unknown) => {
+      throw ServalError.invalidArg(`failed to load '${name}' version ${version}: ${e instanceof Error ? e.message : String(e)}`);
+    });
+    try {
+      await warmUp(config, samples, instances);
+    } catch (e) {
+      await Promise.allSettled(instances.map((i) => i.close()));
+      throw e;
+    }
+    return new ModelVersion(version, config, instances);
+  }
+
+  /** Validates a request, queues it, and shapes what the model produced for the client. */
+  async infer(req: InferRequest, requestStartNs: bigint): Promise<InferResponse> {
+    const topK = classCounts(req);
+    const v = validateRequest(req, this.config);
+    const produced = await this.scheduler.enqueue({
+      batchSize: v.batchSize,
+      inputs: v.inputs,
+      outputs: v.outputs,
+      requestStartNs,
+      ...queueParameters(req),
+      cancellation: req.cancellation,
+    });
+    const byName = new Map(produced.map((o) => [o.name, o]));
+    const wanted = req.outputs && req.outputs.length ? req.outputs.map((o) => o.name) : v.outputs;
+    const outputs: InferOutputTensor[] = wanted.map((name) => {
+      const cfg = this.config.outputByName.get(name)!;
+      const shaped = clientShape(byName.get(name)!, cfg, v.batchSize);
+      const k = topK.get(name);
+      return k ? classify(shaped, k, v.batchSize > 0, cfg.labels) : shaped;
+    });
+    return { modelName: this.name, modelVersion: String(this.version), id: req.id, outputs };
+  }
+
+  /** Waits for queued and running requests, then stops the instances. */
+  async unload(): Promise<void> {
+    await this.scheduler.drain();
+    await Promise.allSettled(this.instances.map((i) => i.close()));
+  }
+}
+
+/** The lines of every output's label_filename, by file name. */
+async function readLabels(config: ModelConfig, name: string, modelDir: string): Promise<Map<string, string[]>> {
+  const labels = new Map<string, string[]>();
+  for (const out of config.output ?? []) {
+    const file = out.label_filename;
+    if (!file || labels.has(file)) continue;
+    const text = await readFile(path.join(modelDir, file), 'utf8').catch((e: Error) => {
+      throw ServalError.invalidArg(`model '${name}': cannot read label file '${file}' of output '${out.name}': ${e.message}`);
+    });
+    labels.set(file, text.split(/\r?\n/).filter((l, i, all) => l !== '' || i < all.length - 1));
+  }
+  return labels;
+}
+
+/** Starts every placement; if one fails, stops the others and reports the first failure. */
+async function startInstances(backend: Backend, config: ResolvedModelConfig, files: ModelFiles): Promise<ModelInstance[]> {
+  const started = await Promise.allSettled(config.instances.map((p) => backend.startInstance(p, config.instanceSettings, files)));
+  const instances = started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
+  const failure = started.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+  if (failure) {
+    await Promise.allSettled(instances.map((i) => i.close()));
+    throw failure.reason;
+  }
+  return instances;
+}
+
+/** Runs every model_warmup sample `count` times on every instance (Triton warms each instance). */
+async function warmUp(config: ResolvedModelConfig, samples: WarmupSample[], instances: readonly ModelInstance[]): Promise<void> {
+  await Promise.all(
+    instances.map(async (inst) => {
+      for (const s of samples) {
+        for (let i = 0; i < s.count; i++) {
+          try {
+            await submit(inst, [s.req], s.req.batchSize).result;
+          } catch (e) {
+            throw ServalError.invalidArg(`model '${config.name}': warmup sample '${s.name}' failed on ${inst.placement.name}: ${(e as Error).message}`);
+          }
+        }
+      }
+    }),
+  );
+}
