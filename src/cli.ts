@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // `serval`: parse flags, start the server, stop cleanly on SIGINT/SIGTERM.
-import { createLogger } from './log.js';
+import { createLogger } from './kernel/log.js';
 import { parseArgs, UsageError, USAGE } from './options.js';
 import { startServer, StartupError } from './server.js';
 

@@ -4,13 +4,14 @@ import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type * as grpc from '@grpc/grpc-js';
 import type http from 'node:http';
+import { builtinBackends } from './builtin_backends.js';
 import { InferenceCore } from './core/server_core.js';
 import { buildHttpServer } from './frontends/http/server.js';
 import { startGrpcServer } from './frontends/grpc/server.js';
 import { startMetricsServer } from './frontends/metrics/metrics.js';
-import type { Logger } from './log.js';
+import type { Logger } from './kernel/log.js';
 import type { ServerOptions } from './options.js';
-import { projectRoot } from './paths.js';
+import { projectRoot } from './kernel/paths.js';
 import type { IndexRow } from './kernel/types.js';
 import { ModelRepository } from './repository/repository.js';
 
@@ -56,6 +57,7 @@ export async function startServer(opts: ServerOptions, log: Logger, print: (line
     mode: opts.modelControlMode,
     startupModels: opts.loadModels,
     autoComplete: !(opts.strictModelConfig || opts.disableAutoCompleteConfig),
+    backends: builtinBackends(),
   });
   await repository.loadAll();
   const core = new InferenceCore(repository, {

@@ -1,9 +1,8 @@
-// Which backend runs a model: chosen by the config's `platform` or `backend`. Adding a backend is
-// its folder plus one line in defaultBackends().
+// Which backend runs a model: chosen by the config's `platform` or `backend`. The server's list of
+// backends is src/builtin_backends.ts: adding a backend is its folder plus one line there.
 import type { ModelConfig } from '../config/types.js';
 import { ServalError } from '../kernel/errors.js';
 import type { Backend } from './backend.js';
-import { onnxRuntimeBackend } from './onnxruntime/backend.js';
 
 export class BackendRegistry {
   private readonly backends: Backend[] = [];
@@ -45,8 +44,4 @@ export class BackendRegistry {
     const how = this.backends.map((b) => [...b.platforms.map((p) => `platform "${p}"`), `backend "${b.name}"`].join(' or ')).join('; ');
     return ServalError.invalidArg(`model '${model}': unsupported ${what} '${value}'; Serval runs ${names} models only (${how})`);
   }
-}
-
-export function defaultBackends(): BackendRegistry {
-  return new BackendRegistry([onnxRuntimeBackend]);
 }

@@ -4,7 +4,7 @@
 
 import { resolve } from 'node:path';
 import protobuf from 'protobufjs';
-import { protoDir } from '../paths.js';
+import { protoDir } from '../kernel/paths.js';
 
 const PROTO_DIR = protoDir();
 

@@ -2,12 +2,12 @@
 // versions and keeps their state (READY / UNAVAILABLE with a reason) for the rest of the server.
 import { readdir, readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { defaultBackends, type BackendRegistry } from '../backends/registry.js';
+import type { BackendRegistry } from '../backends/registry.js';
 import { parseTextProto } from '../config/pbtxt.js';
 import { modelConfigType } from '../config/schema.js';
 import type { ModelConfig } from '../config/types.js';
 import { ServalError } from '../kernel/errors.js';
-import type { Logger } from '../log.js';
+import type { Logger } from '../kernel/log.js';
 import type { IndexRow, ModelState } from '../kernel/types.js';
 import { ModelVersion } from '../model/model_version.js';
 
@@ -88,8 +88,8 @@ export interface RepositoryOptions {
   /** Models to load at start-up in explicit mode ('*' = all). */
   startupModels: string[];
   autoComplete: boolean;
-  /** The backends models may name (default: every built-in one). */
-  backends?: BackendRegistry;
+  /** The backends models may name. */
+  backends: BackendRegistry;
 }
 
 /** A model folder name that cannot leave the repository (no separators, no dot names). */
@@ -121,9 +121,9 @@ export class ModelRepository {
   constructor(
     private readonly roots: string[],
     private readonly log: Logger,
-    private readonly options: RepositoryOptions = { mode: 'none', startupModels: [], autoComplete: true },
+    private readonly options: RepositoryOptions,
   ) {
-    this.backends = options.backends ?? defaultBackends();
+    this.backends = options.backends;
   }
 
   get mode(): ControlMode {

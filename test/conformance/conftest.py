@@ -18,7 +18,8 @@ Server selection
 
 Known discrepancies: ``known_failures.txt`` beside this file lists test ids
 ('*' wildcards) with the reason Serval differs from Triton; those tests
-are marked xfail (non-strict, so a fix shows up as XPASS). Set
+are marked strict xfail: they must fail, and a fix (XPASS) fails the run
+until its line is deleted, so a listed test can never pass unnoticed. Set
 ``SERVAL_STRICT=1`` to ignore the list.
 
 Other knobs: ``SERVAL_LOG_DIR`` (default ``<repo>/tmp/conformance``),
@@ -341,7 +342,7 @@ def pytest_collection_modifyitems(config, items):
         key = f"{fname}::{nodeid}"
         for pattern, reason in known:
             if pattern.match(key):
-                item.add_marker(pytest.mark.xfail(reason=f"known: {reason}", strict=False))
+                item.add_marker(pytest.mark.xfail(reason=f"known: {reason}", strict=True))
                 break
 
 

@@ -7,7 +7,7 @@ import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from '
 import type { InstancePlacement } from '../../config/resolved.js';
 import type { ModelSignature } from '../../config/signature.js';
 import { ServalError } from '../../kernel/errors.js';
-import { projectRoot } from '../../paths.js';
+import { projectRoot } from '../../kernel/paths.js';
 import type { ExecLayout, ExecResult, Execution, ModelInstance, Reservation } from '../backend.js';
 import {
   arenaSize, Control, DONE, DOORBELL, FLAG_NEW_ARENA, FLAGS, INITIAL_ARENA, OP, OP_CLOSE, OP_EXEC, OP_WITHDRAWN, REP_SEQ, REQ_SEQ, SLOTS, STATUS, STATUS_OK, STATUS_WITHDRAWN, whenChanged,

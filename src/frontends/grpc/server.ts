@@ -4,8 +4,8 @@ import * as protoLoader from '@grpc/proto-loader';
 import type { CoreApi } from '../../core/api.js';
 import { Cancellation } from '../../kernel/cancel.js';
 import { asServalError, grpcStatus, ServalError } from '../../kernel/errors.js';
-import type { Logger } from '../../log.js';
-import { protoDir } from '../../paths.js';
+import type { Logger } from '../../kernel/log.js';
+import { protoDir } from '../../kernel/paths.js';
 import { decodeGrpcInfer, encodeGrpcInfer, type GrpcInferRequest } from './infer_codec.js';
 
 // Triton accepts messages up to 2 GiB; grpc-js defaults to 4 MiB.

@@ -6,7 +6,7 @@ import type { CoreApi } from '../../core/api.js';
 import { Cancellation } from '../../kernel/cancel.js';
 import { httpStatus, ServalError } from '../../kernel/errors.js';
 import { encodeJson } from '../../kernel/json.js';
-import type { Logger } from '../../log.js';
+import type { Logger } from '../../kernel/log.js';
 import { decodeInferRequest, encodeInferResponse } from './infer_codec.js';
 
 const gunzip = promisify(zlib.gunzip);

@@ -1,0 +1,73 @@
+// src/backends/onnxruntime/signature.ts reads a model's inputs and outputs from the ONNX bytes,
+// before any session exists. It must agree with what ONNX Runtime itself reports for the same file.
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import ort from 'onnxruntime-node';
+import { describe, expect, it } from 'vitest';
+import { parseOnnxSignature, readOnnxSignature } from '../../src/backends/onnxruntime/signature.js';
+import type { IoSignature } from '../../src/config/signature.js';
+import { fromOrtType } from '../../src/kernel/datatypes.js';
+import { GraphBuilder, modelProtoType } from '../../tools/onnx/builder.js';
+
+const REPO = path.resolve(import.meta.dirname, '..', '..', 'model_repository');
+
+/** What onnxruntime-node reports, in the signature's terms. */
+function fromSession(meta: readonly ort.InferenceSession.ValueMetadata[]): IoSignature[] {
+  return meta.map((m) => {
+    if (!m.isTensor) return { name: m.name, datatype: undefined, rawType: 'non-tensor', dims: undefined };
+    return { name: m.name, datatype: fromOrtType(m.type), rawType: m.type, dims: m.shape.map((d) => (typeof d === 'number' && d >= 0 ? d : -1)) };
+  });
+}
+
+async function expectSameAsOrt(bytes: Uint8Array): Promise<void> {
+  const session = await ort.InferenceSession.create(bytes, { intraOpNumThreads: 1 });
+  try {
+    const sig = parseOnnxSignature(bytes);
+    expect(sig.inputs).toEqual(fromSession(session.inputMetadata));
+    expect(sig.outputs).toEqual(fromSession(session.outputMetadata));
+  } finally {
+    await session.release();
+  }
+}
+
+describe('parseOnnxSignature', () => {
+  it.each(readdirSync(REPO))('agrees with ONNX Runtime on the bundled model %s', async (name) => {
+    await expectSameAsOrt(readFileSync(path.join(REPO, name, '1', 'model.onnx')));
+  });
+
+  it('reads symbolic dimensions as -1 and every element type ORT names', async () => {
+    const g = new GraphBuilder('types');
+    g.input('A', 'float16', ['batch', 3]);
+    g.input('B', 'uint64', [2, 'n']);
+    g.op('Identity', ['A'], {}, 'A_OUT');
+    g.op('Identity', ['B'], {}, 'B_OUT');
+    g.output('A_OUT', 'float16', ['batch', 3]);
+    g.output('B_OUT', 'uint64', [2, 'n']);
+    const bytes = g.encode();
+    expect(parseOnnxSignature(bytes).inputs).toEqual([
+      { name: 'A', datatype: 'FP16', rawType: 'float16', dims: [-1, 3] },
+      { name: 'B', datatype: 'UINT64', rawType: 'uint64', dims: [2, -1] },
+    ]);
+    await expectSameAsOrt(bytes);
+  });
+
+  it('leaves out graph inputs that are initializers (IR < 4 models list weights as inputs)', async () => {
+    const g = new GraphBuilder('weights');
+    g.input('X', 'float32', ['n', 2]);
+    g.initializer('W', 'float32', [2, 2], Float32Array.from([1, 0, 0, 1]));
+    g.op('MatMul', ['X', 'W'], {}, 'Y');
+    g.output('Y', 'float32', ['n', 2]);
+    const model = g.toModelObject({ irVersion: 3, opset: 9 }) as { graph: { input: unknown[] } };
+    model.graph.input.push({ name: 'W', type: { tensorType: { elemType: 1, shape: { dim: [{ dimValue: 2 }, { dimValue: 2 }] } } } });
+    const T = modelProtoType();
+    const bytes = T.encode(T.fromObject(model)).finish();
+    expect(parseOnnxSignature(bytes).inputs.map((i) => i.name)).toEqual(['X']);
+    await expectSameAsOrt(bytes);
+  });
+
+  it('refuses a file that is not an ONNX model, naming it', async () => {
+    const dir = path.join(REPO, '..', 'package.json');
+    await expect(readOnnxSignature(dir)).rejects.toThrow(/package\.json is not a valid ONNX model/);
+    await expect(readOnnxSignature('/nonexistent/model.onnx')).rejects.toThrow('model file /nonexistent/model.onnx does not exist');
+  });
+});

@@ -1,0 +1,75 @@
+// The backend seam: a backend that is not ONNX Runtime (test/helpers/test_backend.ts) plugs in
+// through the registry alone, and the core loads, checks, batches and answers through it.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BackendRegistry } from '../../src/backends/registry.js';
+import { onnxRuntimeBackend } from '../../src/backends/onnxruntime/backend.js';
+import { ServalError } from '../../src/kernel/errors.js';
+import { executions, testBackend } from '../helpers/test_backend.js';
+import { SIMPLE_TEST_MODEL, startTestCore, type TestCore } from '../helpers/test_core.js';
+
+const i32 = (xs: number[]): Uint8Array => new Uint8Array(Int32Array.from(xs).buffer);
+
+describe('the backend registry', () => {
+  const registry = new BackendRegistry([onnxRuntimeBackend, testBackend]);
+
+  it('picks a backend by platform or backend name, ONNX Runtime when a config names neither', () => {
+    expect(registry.forConfig({ backend: 'serval_test' }, 'm')).toBe(testBackend);
+    expect(registry.forConfig({ platform: 'onnxruntime_onnx' }, 'm')).toBe(onnxRuntimeBackend);
+    expect(registry.forConfig({ backend: 'onnxruntime' }, 'm')).toBe(onnxRuntimeBackend);
+    expect(registry.forConfig({}, 'm')).toBe(onnxRuntimeBackend);
+  });
+
+  it('refuses unknown and contradictory names, listing what it runs', () => {
+    expect(() => registry.forConfig({ platform: 'tensorflow_savedmodel' }, 'm')).toThrow(
+      `model 'm': unsupported platform 'tensorflow_savedmodel'; Serval runs ONNX and test models only (platform "onnxruntime_onnx" or backend "onnxruntime"; backend "serval_test")`,
+    );
+    expect(() => new BackendRegistry([onnxRuntimeBackend]).forConfig({ backend: 'python' }, 'm')).toThrow(
+      `model 'm': unsupported backend 'python'; Serval runs ONNX models only (platform "onnxruntime_onnx" or backend "onnxruntime")`,
+    );
+    expect(() => registry.forConfig({ platform: 'onnxruntime_onnx', backend: 'serval_test' }, 'm')).toThrow(ServalError);
+    expect(() => registry.register(testBackend)).toThrow("backend 'serval_test' is registered twice");
+  });
+});
+
+describe('a core over the test backend', () => {
+  let t: TestCore;
+  beforeAll(async () => {
+    t = await startTestCore([
+      SIMPLE_TEST_MODEL,
+      { name: 'no_config_io', config: 'backend: "serval_test"\nmax_batch_size: 4', model: SIMPLE_TEST_MODEL.model },
+      { name: 'bad_dims', config: SIMPLE_TEST_MODEL.config.replace('name: "simple"', 'name: "bad_dims"').replace('dims: [ 16 ] }, { name: "INPUT1"', 'dims: [ 8 ] }, { name: "INPUT1"'), model: SIMPLE_TEST_MODEL.model },
+    ]);
+  });
+  afterAll(() => t?.close());
+
+  it('serves a model the registry gave to the test backend', async () => {
+    const a = Array.from({ length: 16 }, (_, i) => i);
+    const b = Array.from({ length: 16 }, () => 3);
+    const res = await t.core.infer({
+      modelName: 'simple', modelVersion: '', id: 'x', parameters: {},
+      inputs: [
+        { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], data: i32(a) },
+        { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], data: i32(b) },
+      ],
+    });
+    expect(res.outputs.map((o) => o.name)).toEqual(['OUTPUT0', 'OUTPUT1']);
+    const out0 = res.outputs[0]!;
+    expect(Array.from(new Int32Array(out0.data.buffer, out0.data.byteOffset, 16))).toEqual(a.map((x) => x + 3));
+    expect(executions.at(-1)).toEqual(['simple_0_0', [1, 16]]);
+  });
+
+  it('auto-completes through the backend and reports the resolved config in Triton JSON form', () => {
+    const c = t.core.modelConfig('no_config_io', '') as { backend: string; input: { name: string; dims: string[] }[]; instance_group: { name: string; kind: string; count: number }[] };
+    expect(c.backend).toBe('serval_test');
+    expect(c.input.map((i) => i.name)).toEqual(['INPUT0', 'INPUT1']);
+    expect(c.instance_group).toMatchObject([{ name: 'no_config_io_0', kind: 'KIND_CPU', count: 1 }]);
+  });
+
+  it('checks the config against the signature the backend read, before any instance starts', async () => {
+    const rows = await t.core.repositoryIndex(false);
+    const row = rows.find((r) => r.name === 'bad_dims');
+    expect(row).toMatchObject({ state: 'UNAVAILABLE' });
+    expect(row!.reason).toContain("model 'bad_dims': input 'INPUT0' has shape [-1,16] in the model file, but the configuration gives [-1,8]");
+    expect(executions.some(([inst]) => inst.startsWith('bad_dims'))).toBe(false);
+  });
+});
