@@ -25,7 +25,7 @@ export default defineConfig({
         test: {
           name: 'integration',
           include: ['test/integration/**/*.test.ts'],
-          globalSetup: ['test/integration/global-setup.ts'],
+          globalSetup: ['test/integration/global_setup.ts'],
           testTimeout: 60_000,
           hookTimeout: 60_000,
           fileParallelism: false,

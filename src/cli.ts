@@ -5,7 +5,7 @@ import { parseArgs, UsageError, USAGE } from './options.js';
 import { startServer, StartupError } from './server.js';
 
 async function main(): Promise<number> {
-  let opts;
+  let opts: ReturnType<typeof parseArgs>;
   try {
     opts = parseArgs(process.argv.slice(2));
   } catch (e) {
@@ -22,8 +22,8 @@ async function main(): Promise<number> {
   const log = createLogger(opts.logVerbose);
   // A bug must not take every other request down with it: log it and keep serving.
   process.on('unhandledRejection', (e) => log.error('unhandled rejection (bug)', { error: e instanceof Error ? e.stack : String(e) }));
-  const print = (line: string): void => void process.stdout.write(line + '\n');
-  let server;
+  const print = (line: string): void => void process.stdout.write(`${line}\n`);
+  let server: Awaited<ReturnType<typeof startServer>>;
   try {
     server = await startServer(opts, log, print);
   } catch (e) {

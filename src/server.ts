@@ -46,8 +46,8 @@ export function statusTable(rows: IndexRow[]): string {
   const body = rows.map((r) => [r.name, r.version || '-', r.state === 'READY' ? 'READY' : `${r.state || 'UNAVAILABLE'}: ${r.reason}`]);
   const head = ['Model', 'Version', 'Status'];
   const widths = head.map((h, i) => Math.max(h.length, ...body.map((r) => r[i]!.length)));
-  const line = '+' + widths.map((w) => '-'.repeat(w + 2)).join('+') + '+';
-  const fmt = (r: string[]): string => '| ' + r.map((c, i) => c.padEnd(widths[i]!)).join(' | ') + ' |';
+  const line = `+${widths.map((w) => '-'.repeat(w + 2)).join('+')}+`;
+  const fmt = (r: string[]): string => `| ${r.map((c, i) => c.padEnd(widths[i]!)).join(' | ')} |`;
   return [line, fmt(head), line, ...body.map(fmt), line].join('\n');
 }
 

@@ -138,7 +138,7 @@ function scalarToProtoJson(v: unknown, scalar: ScalarTypeName, path: string): un
 }
 
 function enumToProtoJson(v: unknown, value: Extract<ValueSpec, { kind: 'enum' }>, path: string): string {
-  if (typeof v === 'string' && Object.prototype.hasOwnProperty.call(value.enumType.values, v)) return v;
+  if (typeof v === 'string' && Object.hasOwn(value.enumType.values, v)) return v;
   if (typeof v === 'number' && value.enumType.valuesById[v] !== undefined) return value.enumType.valuesById[v];
   throw new ConfigJsonError(path, `expected a ${value.enumName} value name, got ${describe(v)}`);
 }
@@ -336,10 +336,10 @@ function scalarFromJson(v: unknown, scalar: ScalarTypeName, path: string): unkno
 function enumFromJson(v: unknown, value: Extract<ValueSpec, { kind: 'enum' }>, path: string): string {
   const values = value.enumType.values;
   if (typeof v === 'string') {
-    if (Object.prototype.hasOwnProperty.call(values, v)) return v;
+    if (Object.hasOwn(values, v)) return v;
     // Triton parses with case_insensitive_enum_parsing.
     const upper = v.toUpperCase();
-    if (Object.prototype.hasOwnProperty.call(values, upper)) return upper;
+    if (Object.hasOwn(values, upper)) return upper;
     throw new ConfigJsonError(path, `unknown ${value.enumName} value ${JSON.stringify(v)}`);
   }
   if (typeof v === 'number' && Number.isInteger(v)) {
@@ -370,7 +370,7 @@ function messageFromJson(spec: MessageSpec, obj: JsonObject, path: string): Json
     const field = spec.byAnyName.get(key);
     const fpath = join(path, field?.name ?? key);
     if (!field) throw new ConfigJsonError(fpath, `unknown field in ${spec.fullName}`);
-    if (Object.prototype.hasOwnProperty.call(out, field.name)) {
+    if (Object.hasOwn(out, field.name)) {
       throw new ConfigJsonError(fpath, 'field given more than once');
     }
     // protobuf treats null as "not set".

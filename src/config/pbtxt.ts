@@ -350,7 +350,7 @@ class Parser {
     out: Record<string, unknown>,
     oneofOwner: Map<string, string>,
   ): void {
-    if (!field.repeated && Object.prototype.hasOwnProperty.call(out, field.name)) {
+    if (!field.repeated && Object.hasOwn(out, field.name)) {
       this.fail(nameTok, `non-repeated field "${field.name}" is specified multiple times`);
     }
     if (field.oneof !== undefined) {
@@ -392,10 +392,12 @@ class Parser {
     }
 
     if (field.mapKey !== undefined) {
-      const map = (out[field.name] ??= {}) as Record<string, unknown>;
+      out[field.name] ??= {};
+      const map = out[field.name] as Record<string, unknown>;
       for (const [key, value] of values as Array<[string, unknown]>) setOwn(map, key, value);
     } else if (field.repeated) {
-      const list = (out[field.name] ??= []) as unknown[];
+      out[field.name] ??= [];
+      const list = out[field.name] as unknown[];
       list.push(...values);
     } else {
       out[field.name] = values[0];
@@ -499,7 +501,7 @@ class Parser {
 
   private parseBool(field: FieldSpec): boolean {
     const t = this.tok;
-    if (t.kind === 'ident' && Object.prototype.hasOwnProperty.call(BOOL_WORDS, t.text)) {
+    if (t.kind === 'ident' && Object.hasOwn(BOOL_WORDS, t.text)) {
       this.take();
       return BOOL_WORDS[t.text] as boolean;
     }
@@ -561,7 +563,7 @@ class Parser {
     const start = this.tok;
     if (start.kind === 'ident') {
       this.take();
-      if (!Object.prototype.hasOwnProperty.call(enumType.values, start.text)) {
+      if (!Object.hasOwn(enumType.values, start.text)) {
         this.fail(start, `unknown enum value "${start.text}" for field "${field.name}" (${enumName})`);
       }
       return start.text;

@@ -40,12 +40,14 @@ export function resolveConfig<Settings>(raw: ModelConfig, ctx: ResolveContext<Se
   if (config.name && config.name !== folder) {
     throw bad(folder, `config name '${config.name}' does not match the model folder name '${folder}'`);
   }
-  const name = (config.name = folder);
+  config.name = folder;
+  const name = folder;
   // The backend was chosen by platform/backend (backends/registry.ts); fill in the other one.
   config.backend ||= ctx.backend.name;
   if (!config.platform && ctx.backend.platforms.length) config.platform = ctx.backend.platforms[0]!;
   config.default_model_filename ||= ctx.backend.defaultModelFilename;
-  const maxBatchSize = (config.max_batch_size ??= 0);
+  config.max_batch_size ??= 0;
+  const maxBatchSize = config.max_batch_size;
   if (!Number.isInteger(maxBatchSize) || maxBatchSize < 0) {
     throw bad(name, `max_batch_size must be a non-negative integer, got ${maxBatchSize}`);
   }
@@ -56,8 +58,10 @@ export function resolveConfig<Settings>(raw: ModelConfig, ctx: ResolveContext<Se
   if (config.ensemble_scheduling) {
     throw ServalError.unsupported(`model '${name}': ensemble_scheduling is not supported by Serval`);
   }
-  const inputs = (config.input ??= []).map((t, i): ResolvedInput => ({ ...tensor(name, 'input', t, i), optional: t.optional ?? false }));
-  const outputs = (config.output ??= []).map((t, i): ResolvedOutput => {
+  config.input ??= [];
+  config.output ??= [];
+  const inputs = config.input.map((t, i): ResolvedInput => ({ ...tensor(name, 'input', t, i), optional: t.optional ?? false }));
+  const outputs = config.output.map((t, i): ResolvedOutput => {
     const labels = t.label_filename ? ctx.labels.get(t.label_filename) : undefined;
     if (t.label_filename && !labels) throw bad(name, `label file '${t.label_filename}' of output '${t.name}' was not read`);
     return { ...tensor(name, 'output', t, i), labels };
@@ -92,7 +96,8 @@ function tensor(model: string, kind: 'input' | 'output', t: ModelInput | ModelOu
   const configType = t.data_type ?? 'TYPE_INVALID';
   const datatype = fromConfigType(configType);
   if (!datatype) throw bad(model, `${kind} '${t.name}' has unsupported data_type ${configType}`);
-  const dims = (t.dims ??= []);
+  t.dims ??= [];
+  const dims = t.dims;
   for (const d of dims) {
     if (!(d === -1 || (Number.isInteger(d) && d > 0))) {
       throw bad(model, `${kind} '${t.name}' has invalid dimension ${d} in dims [${dims.join(',')}]; dimensions must be positive or -1`);
@@ -137,7 +142,8 @@ function batchingPolicy(name: string, config: ModelConfig): BatchingPolicy {
     return { maxBatchSize, dynamic: false, preferredBatchSizes: [], maxQueueDelayNs: 0, preserveOrdering: false, queue: { levels: 1, defaultLevel: 1, policies: [UNBOUNDED] } };
   }
   if (maxBatchSize === 0) throw bad(name, 'dynamic batching requires max_batch_size > 0');
-  const preferred = (db.preferred_batch_size ??= []);
+  db.preferred_batch_size ??= [];
+  const preferred = db.preferred_batch_size;
   for (const p of preferred) {
     if (p < 1 || p > maxBatchSize) throw bad(name, `preferred_batch_size ${p} must be between 1 and max_batch_size ${maxBatchSize}`);
   }

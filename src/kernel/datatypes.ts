@@ -41,7 +41,7 @@ const BY_CONFIG = new Map<string, DataType>(DATATYPES.map((d) => [INFO[d].config
 const BY_ORT = new Map<string, DataType>(DATATYPES.map((d) => [INFO[d].ort, d]));
 
 export function isDataType(s: unknown): s is DataType {
-  return typeof s === 'string' && Object.prototype.hasOwnProperty.call(INFO, s);
+  return typeof s === 'string' && Object.hasOwn(INFO, s);
 }
 
 /** Element size in bytes; 0 for BYTES. */

@@ -21,7 +21,7 @@ export function encodeJson(value: unknown): string {
     if (v === 0 && Object.is(v, -0)) {
       // JSON.stringify writes -0 as 0; Triton keeps the sign.
       exact = true;
-      return MARK + '-0.0';
+      return `${MARK}-0.0`;
     }
     if (typeof v === 'bigint') {
       exact = true;
@@ -70,7 +70,7 @@ export function parseJsonExact(text: string): unknown {
         else break;
       }
       if (integer && j - i - (c === 45 ? 1 : 0) >= 16) {
-        out += text.slice(last, i) + '"\\u0000' + tag + '#' + text.slice(i, j) + '"';
+        out += `${text.slice(last, i)}"\\u0000${tag}#${text.slice(i, j)}"`;
         last = j;
       }
       i = j - 1;

@@ -15,7 +15,7 @@ function fmt(v: string | number | boolean): string {
   return /^[\w.:/@-]+$/.test(s) ? s : JSON.stringify(s);
 }
 
-export function createLogger(verbose: number, out: (line: string) => void = (l) => process.stderr.write(l + '\n')): Logger {
+export function createLogger(verbose: number, out: (line: string) => void = (l) => process.stderr.write(`${l}\n`)): Logger {
   const emit = (level: string, msg: string, fields?: Fields): void => {
     let line = `time=${new Date().toISOString()} level=${level} msg=${fmt(msg)}`;
     for (const [k, v] of Object.entries(fields ?? {})) if (v !== undefined) line += ` ${k}=${fmt(v)}`;

@@ -10,7 +10,7 @@ export function projectRoot(): string {
   let dir = path.dirname(fileURLToPath(import.meta.url));
   while (!existsSync(path.join(dir, 'package.json'))) {
     const up = path.dirname(dir);
-    if (up === dir) throw new Error('cannot find the project root (package.json) above ' + fileURLToPath(import.meta.url));
+    if (up === dir) throw new Error(`cannot find the project root (package.json) above ${fileURLToPath(import.meta.url)}`);
     dir = up;
   }
   root = dir;

@@ -75,7 +75,7 @@ export class ModelVersion {
       cancellation: req.cancellation,
     });
     const byName = new Map(produced.map((o) => [o.name, o]));
-    const wanted = req.outputs && req.outputs.length ? req.outputs.map((o) => o.name) : v.outputs;
+    const wanted = req.outputs?.length ? req.outputs.map((o) => o.name) : v.outputs;
     const outputs: InferOutputTensor[] = wanted.map((name) => {
       const cfg = this.config.outputByName.get(name)!;
       const shaped = clientShape(byName.get(name)!, cfg, v.batchSize);

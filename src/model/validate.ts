@@ -25,7 +25,7 @@ export function validateRequest(req: InferRequest, config: ResolvedModelConfig):
 
   // Requested outputs must exist.
   let outputs = config.outputs.map((o) => o.name);
-  if (req.outputs && req.outputs.length) {
+  if (req.outputs?.length) {
     const seen = new Set<string>();
     for (const o of req.outputs) {
       if (!config.outputByName.has(o.name)) throw fail(`unexpected inference output '${o.name}' for model '${model}'`);

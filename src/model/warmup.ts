@@ -89,7 +89,7 @@ async function buildSample(config: ResolvedModelConfig, w: ModelWarmup, index: n
 
   const inputs: InferInputTensor[] = [];
   for (const [name, wi] of warmInputs) {
-    const sampleData = await sampleBytes(name, wi, modelDir, (msg) => fail(`input '${name}': ${msg}`));
+    const sampleData = await sampleBytes(wi, modelDir, (msg) => fail(`input '${name}': ${msg}`));
     const datatype = fromConfigType(wi.data_type!) as DataType;
     const dims = wi.dims ?? [];
     inputs.push({
@@ -114,7 +114,6 @@ async function buildSample(config: ResolvedModelConfig, w: ModelWarmup, index: n
 
 /** The bytes of one batch-1 sample of a warmup input. */
 async function sampleBytes(
-  name: string,
   wi: ModelWarmupInput,
   modelDir: string,
   fail: (msg: string) => ServalError,
@@ -132,7 +131,7 @@ async function sampleBytes(
 
   // Oneof: a member counts when set at all, whatever its value (model_config.proto).
   if (wi.input_data_file !== undefined) {
-    return fileBytes(name, wi.input_data_file, dt, dims, count * size, modelDir, fail);
+    return fileBytes(wi.input_data_file, dt, dims, count * size, modelDir, fail);
   }
   if (wi.random_data !== undefined && dt !== 'BYTES') {
     const bytes = new Uint8Array(randomBytes(count * size));
@@ -144,7 +143,6 @@ async function sampleBytes(
 }
 
 async function fileBytes(
-  name: string,
   file: string,
   dt: DataType,
   dims: number[],

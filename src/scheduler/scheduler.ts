@@ -70,7 +70,7 @@ export class Scheduler {
   private readonly inflight = new Set<Promise<unknown>>();
 
   constructor(
-    private readonly instances: readonly ModelInstance[],
+    instances: readonly ModelInstance[],
     private readonly policy: BatchingPolicy,
     private readonly stats: ModelStats,
   ) {
@@ -137,7 +137,10 @@ export class Scheduler {
 
   /** Delivers a result, in arrival order when preserve_ordering is set. */
   private settle(item: Queued, deliver: () => void): void {
-    if (!this.policy.preserveOrdering) return deliver();
+    if (!this.policy.preserveOrdering) {
+      deliver();
+      return;
+    }
     this.held.set(item.seq, deliver);
     for (let next = this.held.get(this.releaseSeq); next; next = this.held.get(this.releaseSeq)) {
       this.held.delete(this.releaseSeq++);
@@ -318,8 +321,12 @@ export function assemble(
 /** Assembles a batch straight into a reservation of `instance` and starts it. */
 export function submit(instance: ModelInstance, reqs: readonly BatchInputs[], totalBatch: number): Execution {
   let reservation: Reservation | undefined;
+  const alloc = (n: number): Uint8Array => {
+    reservation = instance.reserve(n);
+    return reservation.buffer;
+  };
   try {
-    const { inputs, outputs } = assemble(reqs, totalBatch, (n) => (reservation = instance.reserve(n)).buffer);
+    const { inputs, outputs } = assemble(reqs, totalBatch, alloc);
     return reservation!.execute({ inputs, outputs });
   } catch (e) {
     reservation?.release();

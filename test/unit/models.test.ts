@@ -1,6 +1,6 @@
 /**
  * Runs every model of the bundled example repository (model_repository/, made
- * by tools/gen-models.ts) in onnxruntime-node and checks real results, and
+ * by tools/gen_models.ts) in onnxruntime-node and checks real results, and
  * checks that regenerating gives byte-identical files.
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';

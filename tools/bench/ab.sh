@@ -10,7 +10,7 @@
 # Environment: MODEL (simple), CONC (16), REPO (model_repository), PROTOS ("grpc http"),
 # ROUNDS (2), WIN (perf_analyzer -p, 1500), PA_ARGS (extra perf_analyzer arguments; default
 # the validated `simple` input data when MODEL is simple), SERVAL_ARGS (extra server flags).
-# "bare" stands for tools/bench/bare-http.js and bare-grpc.js (only for MODEL=simple).
+# "bare" stands for tools/bench/bare_http.js and bare_grpc.js (only for MODEL=simple).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
@@ -36,8 +36,8 @@ i=0
 for d in "$@"; do
   hp=$((base + i * 3)); gp=$((hp + 1)); mp=$((hp + 2))
   if [[ $d == bare ]]; then
-    node dist/tools/bench/bare-http.js --port "$hp" >"tmp/ab-bare-http.log" 2>&1 & HTTP_PID[$d]=$!; pids+=($!)
-    node dist/tools/bench/bare-grpc.js --port "$gp" >"tmp/ab-bare-grpc.log" 2>&1 & GRPC_PID[$d]=$!; pids+=($!)
+    node dist/tools/bench/bare_http.js --port "$hp" >"tmp/ab-bare-http.log" 2>&1 & HTTP_PID[$d]=$!; pids+=($!)
+    node dist/tools/bench/bare_grpc.js --port "$gp" >"tmp/ab-bare-grpc.log" 2>&1 & GRPC_PID[$d]=$!; pids+=($!)
   else
     node "$d/src/cli.js" --model-repository "$REPO" --http-port "$hp" --grpc-port "$gp" --metrics-port "$mp" ${SERVAL_ARGS:-} >"tmp/ab-server-$i.log" 2>&1 &
     HTTP_PID[$d]=$!; GRPC_PID[$d]=$!; pids+=($!)

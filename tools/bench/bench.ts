@@ -2,13 +2,13 @@
  * Serval's throughput benchmark, in one run (see docs/benchmarks.md):
  *
  *   (a) the ceiling: items/s of each model's ONNX file in a tight in-process onnxruntime-node
- *       loop (tools/bench-onnx.ts), batch 1 and the best batch ≤ max_batch_size, 1 or 2 intra-op
+ *       loop (tools/bench_onnx.ts), batch 1 and the best batch ≤ max_batch_size, 1 or 2 intra-op
  *       threads;
  *   (b) Serval without dynamic batching, (c) with it, (d) with it and 2 instances, for
  *       ranker_mlp, image_classifier and resnet50 (variant repositories in a temp dir), under
  *       the official perf_analyzer over gRPC and HTTP;
  *   (e) the protocol ceiling for small requests: bare fastify / grpc-js servers computing
- *       `simple` in the handler (bare-http.ts, bare-grpc.ts) vs Serval's `simple` at
+ *       `simple` in the handler (bare_http.ts, bare_grpc.ts) vs Serval's `simple` at
  *       concurrency 16;
  *   (f) Serval's own overhead for `simple` at concurrency 1 (server-side request latency minus
  *       compute_infer, perf_analyzer's server section — averages);
@@ -140,10 +140,10 @@ function parseArgs(argv: string[]): Args {
 
 const PA = process.env.PERF_ANALYZER ?? path.join(ROOT, '.venv', 'bin', 'perf_analyzer');
 const CLI = path.join(ROOT, 'dist', 'src', 'cli.js');
-const BENCH_ONNX = path.join(ROOT, 'dist', 'tools', 'bench-onnx.js');
-const GEN_RESNET = path.join(ROOT, 'dist', 'tools', 'gen-resnet50.js');
-const BARE_HTTP = path.join(ROOT, 'dist', 'tools', 'bench', 'bare-http.js');
-const BARE_GRPC = path.join(ROOT, 'dist', 'tools', 'bench', 'bare-grpc.js');
+const BENCH_ONNX = path.join(ROOT, 'dist', 'tools', 'bench_onnx.js');
+const GEN_RESNET = path.join(ROOT, 'dist', 'tools', 'gen_resnet50.js');
+const BARE_HTTP = path.join(ROOT, 'dist', 'tools', 'bench', 'bare_http.js');
+const BARE_GRPC = path.join(ROOT, 'dist', 'tools', 'bench', 'bare_grpc.js');
 const SIMPLE_INPUT = path.join(ROOT, 'tools', 'perf', 'simple_input.json');
 
 const log = (s: string) => console.log(`[bench ${new Date().toISOString().slice(11, 19)}] ${s}`);
@@ -297,7 +297,7 @@ class Bench {
       ['perf_analyzer', `sync mode, -b 1, --concurrency-range C:C per point (one process per point), time windows -p ${Object.entries(p.windowMs).map(([m, v]) => `${v} (${m})`).join(', ')} ms, -s ${p.stability}${Object.entries(p.stabilityFor).map(([m, v]) => ` (${m}: ${v})`).join('')} -r ${p.trials}; on "Failed to obtain stable measurement" one retry with -s ${p.retryStability}`],
       ['Noise guard', `a measurement during which other processes used > ${NOISY_CORES} cores (from /proc/stat) is repeated once after waiting for a quiet machine; at most ${p.noiseBudgetS} s of waiting per run`],
       ['Concurrency (models)', p.concurrencies.join(', ') + (p.intraOne.length ? `; (c) with intra_op_thread_count 1 and (c) with ORT spinning on for ${p.intraOne.join(', ')} at ${Math.max(...p.concurrencies)} only` : '')],
-      ['Serval variants', 'per model one repository with `<model>__nodb` (b), `<model>__db` (c), `<model>__db_x2` (d)' + (p.intraOne.length ? ', `<model>__db_t1` (c, 1 intra-op thread), `<model>__db_spin` (c, ORT intra-op spinning on)' : '') + ': the model folder copied, config.pbtxt renamed and its `dynamic_batching` / `instance_group` rewritten; Serval\'s defaults: intra-op threads = cores / CPU instances (2 for one instance, 1 each for two), ORT intra-op spinning off'],
+      ['Serval variants', `per model one repository with \`<model>__nodb\` (b), \`<model>__db\` (c), \`<model>__db_x2\` (d)${p.intraOne.length ? ', `<model>__db_t1` (c, 1 intra-op thread), `<model>__db_spin` (c, ORT intra-op spinning on)' : ''}: the model folder copied, config.pbtxt renamed and its \`dynamic_batching\` / \`instance_group\` rewritten; Serval's defaults: intra-op threads = cores / CPU instances (2 for one instance, 1 each for two), ORT intra-op spinning off`],
       ['Protocols (models)', p.protocols.join(', ')],
       ['simple', `concurrency ${p.simpleConc} (×${p.simpleRepeats}, interleaved Serval / bare) and 1; --input-data tools/perf/simple_input.json (perf_analyzer validates every output)`],
       ['Ceiling sweep', Object.entries(p.ceilingBatches).map(([m, b]) => `${m}: batch ${b.join(',')} × threads 1,2, ${p.ceilingSeconds[m]} s each`).join('; ') + (p.ceilingAfter ? '; best and batch-1 configurations re-measured after the model\'s server runs' : '')],
@@ -685,7 +685,7 @@ class Bench {
     const md = renderMarkdown(this.results);
     writeFileSync(path.join(this.work, 'benchmarks.md'), md);
     writeDoc(this.args.out, md);
-    console.log('\n' + renderConsole(this.results));
+    console.log(`\n${renderConsole(this.results)}`);
     log(`wrote ${rel(this.args.out)} and ${rel(this.work)}/ (results.json, logs/, csv/) in ${(this.results.durationS / 60).toFixed(1)} min`);
   }
 }

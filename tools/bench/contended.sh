@@ -16,14 +16,14 @@ PA="${PERF_ANALYZER:-$ROOT/.venv/bin/perf_analyzer}"
 ONNX="model_repository/$MODEL/1/model.onnx"
 LOG="$(mktemp -d)"
 
-node dist/tools/bench/bare-http.js --port 0 >"$LOG/bare.log" 2>&1 &
+node dist/tools/bench/bare_http.js --port 0 >"$LOG/bare.log" 2>&1 &
 BARE=$!
 trap 'kill $BARE 2>/dev/null || true' EXIT
 for _ in $(seq 1 100); do grep -q "Started HTTPService" "$LOG/bare.log" && break; sleep 0.1; done
 PORT="$(sed -n 's/.*Started HTTPService at [^:]*:\([0-9]*\).*/\1/p' "$LOG/bare.log")"
 
 ceiling() { # threads -> "batch items/s" lines
-  node dist/tools/bench-onnx.js "$ONNX" --batch "$BATCHES" --threads "$1" --seconds "$SECONDS_EACH" 2>&1 |
+  node dist/tools/bench_onnx.js "$ONNX" --batch "$BATCHES" --threads "$1" --seconds "$SECONDS_EACH" 2>&1 |
     sed -n 's/.*batch *\([0-9]*\): *\([0-9.]*\) items\/s.*/\1 \2/p'
 }
 

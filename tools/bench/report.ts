@@ -136,7 +136,7 @@ export function renderMarkdown(r: Results): string {
   );
 
   // (a)
-  if (r.ceilings.length) L.push('### (a) Ceiling: onnxruntime-node in a tight in-process loop', '', 'items/s; `node dist/tools/bench-onnx.js MODEL.onnx --batch … --threads 1|2` (one session, `session.run` back to back, same inputs).', '');
+  if (r.ceilings.length) L.push('### (a) Ceiling: onnxruntime-node in a tight in-process loop', '', 'items/s; `node dist/tools/bench_onnx.js MODEL.onnx --batch … --threads 1|2` (one session, `session.run` back to back, same inputs).', '');
   if (r.ceilings.length) L.push(
     table(
       ['model', 'max batch', 'batch 1, 1 thr', 'batch 1, 2 thr', 'best (batch, threads)', 're-check best / batch 1', 'used for targets: best / batch 1', 'other load (cores)'],
@@ -213,7 +213,7 @@ export function renderMarkdown(r: Results): string {
   // (e)
   const simple = r.points.filter((p) => p.phase === 'simple');
   if (simple.length) {
-    L.push('### (e) `simple` under load: Serval vs the bare protocol servers', '', '`tools/bench/bare-http.ts` (fastify route) and `tools/bench/bare-grpc.ts` (grpc-js ModelInfer handler, raw_input_contents) compute `simple`\'s sum and difference inside the handler. Same perf_analyzer flags for both; runs interleaved.', '');
+    L.push('### (e) `simple` under load: Serval vs the bare protocol servers', '', '`tools/bench/bare_http.ts` (fastify route) and `tools/bench/bare_grpc.ts` (grpc-js ModelInfer handler, raw_input_contents) compute `simple`\'s sum and difference inside the handler. Same perf_analyzer flags for both; runs interleaved.', '');
     const rows: string[][] = [];
     for (const p of simple.filter((x) => x.variant === 's' && x.conc > 1)) {
       const e = find(r, { phase: 'simple', variant: 'e', proto: p.proto, conc: p.conc, repeat: p.repeat })[0];
@@ -309,7 +309,7 @@ export function renderMarkdown(r: Results): string {
         table(['top function (self)', 'where', 'share'], m.top.slice(0, 12).map((f) => [`\`${f.fn}\``, f.where ? `\`${f.where}\`` : '', `${(100 * f.share).toFixed(1)}%`])),
         '',
         (m.servalInclusive ?? []).length
-          ? table(["Serval's functions (inclusive)", 'where', 'share'], m.servalInclusive.slice(0, 10).map((f) => [`\`${f.fn}\``, `\`${f.where}\``, `${(100 * f.share).toFixed(1)}%`])) + '\n'
+          ? `${table(["Serval's functions (inclusive)", 'where', 'share'], m.servalInclusive.slice(0, 10).map((f) => [`\`${f.fn}\``, `\`${f.where}\``, `${(100 * f.share).toFixed(1)}%`]))}\n`
           : '',
       );
     }

@@ -24,7 +24,7 @@ if [[ ! -x "$PA" ]]; then
   echo "bench: $PA not found; run 'bash tools/ci/setup-python.sh' first (or set PERF_ANALYZER)" >&2
   exit 1
 fi
-for f in dist/src/cli.js dist/tools/bench-onnx.js dist/tools/gen-resnet50.js dist/tools/bench/bench.js dist/tools/bench/bare-http.js dist/tools/bench/bare-grpc.js; do
+for f in dist/src/cli.js dist/tools/bench_onnx.js dist/tools/gen_resnet50.js dist/tools/bench/bench.js dist/tools/bench/bare_http.js dist/tools/bench/bare_grpc.js; do
   if [[ ! -f "$f" ]]; then
     echo "bench: $f not found; run 'npm run build' first" >&2
     exit 1

@@ -467,7 +467,7 @@ export function toFloat16Bits(value: number): number {
   const exp = (x >>> 23) & 0xff;
   let mant = x & 0x7fffff;
   if (exp === 0xff) return sign | 0x7c00 | (mant ? 0x200 | (mant >>> 13) : 0); // inf / nan
-  let e = exp - 127 + 15;
+  const e = exp - 127 + 15;
   if (e >= 0x1f) return sign | 0x7c00; // overflow -> inf
   if (e <= 0) {
     // subnormal half (or zero)

@@ -1,11 +1,11 @@
 /**
  * Definitions of Serval's bundled example models (ONNX graph + Triton config).
- * tools/gen-models.ts writes them into a Triton-style model repository.
+ * tools/gen_models.ts writes them into a Triton-style model repository.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { float, GraphBuilder, Prng, toFloat16Array, DataType, type ElemType } from './builder.js';
-import { renderConfig, type TritonDataType } from './triton-config.js';
+import { renderConfig, type TritonDataType } from './triton_config.js';
 
 /** Everything that goes into one model directory. */
 export interface GeneratedModel {
@@ -197,7 +197,7 @@ export function buildImageClassifier(): GeneratedModel {
       dynamicBatching: true,
       cpuInstances: CPU1,
     }),
-    files: { 'labels.txt': FOOD11_LABELS.join('\n') + '\n' },
+    files: { 'labels.txt': `${FOOD11_LABELS.join('\n')}\n` },
   };
 }
 

@@ -49,7 +49,7 @@ export function probeDevices(): DeviceEnvironment {
  * GPU exists, else KIND_CPU. The result is what the model's /config reports.
  */
 export function normalizeInstanceGroups(modelName: string, groups: ModelInstanceGroup[] | undefined, env: DeviceEnvironment): ModelInstanceGroup[] {
-  const list: ModelInstanceGroup[] = groups && groups.length ? groups : [{ kind: 'KIND_AUTO' }];
+  const list: ModelInstanceGroup[] = groups?.length ? groups : [{ kind: 'KIND_AUTO' }];
   const gpuUsable = env.gpus.length > 0 && env.cudaProvider;
   return list.map((g, gi) => {
     const kind = (g.kind ?? 'KIND_AUTO') === 'KIND_AUTO' ? (gpuUsable ? 'KIND_GPU' : 'KIND_CPU') : (g.kind ?? 'KIND_AUTO');
@@ -75,7 +75,7 @@ function placeNormalized(modelName: string, groups: ModelInstanceGroup[], env: D
       throw ServalError.invalidArg(`instance group '${groupName}' of model '${modelName}' has invalid count ${count}`);
     }
     if (kind === 'KIND_CPU') {
-      if (g.gpus && g.gpus.length) {
+      if (g.gpus?.length) {
         throw ServalError.invalidArg(`instance group '${groupName}' of model '${modelName}' has kind KIND_CPU but specifies one or more GPUs`);
       }
       for (let c = 0; c < count; c++) out.push({ name: `${groupName}_${c}`, kind: 'KIND_CPU', deviceId: -1 });
@@ -98,7 +98,7 @@ function placeNormalized(modelName: string, groups: ModelInstanceGroup[], env: D
           `(npm config onnxruntime-node-install=cuda12, see README "GPU deployment")`,
       );
     }
-    const devices = g.gpus && g.gpus.length ? g.gpus : env.gpus;
+    const devices = g.gpus?.length ? g.gpus : env.gpus;
     for (const d of devices) {
       if (!env.gpus.includes(d)) {
         throw ServalError.invalidArg(

@@ -5,7 +5,7 @@
  *   <out>/<model>/1/model.onnx
  *   <out>/image_classifier/labels.txt
  *
- * Usage: node dist/tools/gen-models.js [--out model_repository] [--only name,name]
+ * Usage: node dist/tools/gen_models.js [--out model_repository] [--only name,name]
  *
  * The ONNX files are written with protobufjs (tools/onnx/builder.ts); weights
  * come from a seeded PRNG, so regenerating gives byte-identical files.

@@ -6,10 +6,10 @@
  * and statistics routes perf_analyzer reads, so perf_analyzer drives it exactly as it drives
  * Serval.
  *
- *   node dist/tools/bench/bare-http.js [--port 0]   # prints "Started HTTPService at 0.0.0.0:PORT"
+ *   node dist/tools/bench/bare_http.js [--port 0]   # prints "Started HTTPService at 0.0.0.0:PORT"
  */
 import Fastify from 'fastify';
-import { config, Counters, metadata, MODEL, parsePort, sumAndDiff, VERSION } from './simple-model.js';
+import { config, Counters, metadata, MODEL, parsePort, sumAndDiff, VERSION } from './simple_model.js';
 
 interface JsonTensor {
   name: string;
@@ -47,7 +47,9 @@ app.get(`/v2/models/${MODEL}/stats`, (_req, reply) =>
 function flatInt32(data: unknown[]): Buffer {
   const flat = (data as unknown[]).flat(Infinity) as number[];
   const b = Buffer.allocUnsafe(flat.length * 4);
-  flat.forEach((v, i) => b.writeInt32LE(Number(v) | 0, i * 4));
+  flat.forEach((v, i) => {
+    b.writeInt32LE(Number(v) | 0, i * 4);
+  });
   return b;
 }
 

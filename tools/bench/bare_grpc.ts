@@ -6,14 +6,14 @@
  * raw_output_contents. ModelMetadata, ModelConfig and ModelStatistics are served so
  * perf_analyzer drives it exactly as it drives Serval.
  *
- *   node dist/tools/bench/bare-grpc.js [--port 0]   # prints "Started GRPCInferenceService at 0.0.0.0:PORT"
+ *   node dist/tools/bench/bare_grpc.js [--port 0]   # prints "Started GRPCInferenceService at 0.0.0.0:PORT"
  */
 import path from 'node:path';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
-import { config, Counters, metadata, MODEL, parsePort, sumAndDiff, VERSION } from './simple-model.js';
+import { config, Counters, metadata, MODEL, parsePort, sumAndDiff, VERSION } from './simple_model.js';
 
 function protoDir(): string {
   let dir = path.dirname(fileURLToPath(import.meta.url));

@@ -1,6 +1,6 @@
 /**
  * The `simple` model (INT32 INPUT0/INPUT1 [16] → OUTPUT0 = sum, OUTPUT1 = difference,
- * max_batch_size 8) as the bare protocol servers (bare-http.ts, bare-grpc.ts) answer it:
+ * max_batch_size 8) as the bare protocol servers (bare_http.ts, bare_grpc.ts) answer it:
  * metadata, config and statistics in the KServe v2 / Triton shapes perf_analyzer reads, the
  * computation itself, and cumulative counters for the statistics endpoint (perf_analyzer
  * exits at its first window if that endpoint fails).

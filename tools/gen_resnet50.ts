@@ -5,7 +5,7 @@
  *   <out>/resnet50/config.pbtxt
  *   <out>/resnet50/1/model.onnx      (~100 MB, float32)
  *
- * Usage: node dist/tools/gen-resnet50.js --out DIR
+ * Usage: node dist/tools/gen_resnet50.js --out DIR
  *
  * Graph and shapes follow torchvision.models.resnet50 (v1.5: the stride of a
  * bottleneck sits on its 3x3 conv): conv1 7x7/2 + maxpool 3x3/2, bottleneck
@@ -21,7 +21,7 @@ import { mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { float, GraphBuilder, Prng } from './onnx/builder.js';
-import { renderConfig } from './onnx/triton-config.js';
+import { renderConfig } from './onnx/triton_config.js';
 
 const BATCH = 'batch';
 export const RESNET50_BLOCKS = [3, 4, 6, 3] as const;

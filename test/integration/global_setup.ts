@@ -1,5 +1,5 @@
 // Runs once before the integration files: checks that the server is built and generates the
-// example model repository (the same deterministic generator as tools/gen-models.ts) into a
+// example model repository (the same deterministic generator as tools/gen_models.ts) into a
 // temporary folder, so the tests never depend on the state of model_repository/ in the tree.
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';

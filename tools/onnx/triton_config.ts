@@ -49,10 +49,10 @@ export function renderConfig(c: ModelConfig): string {
   if (c.backend) lines.push(`backend: ${q(c.backend)}`);
   lines.push(`max_batch_size: ${c.maxBatchSize}`);
   lines.push('input [');
-  c.inputs.forEach((t, i) => lines.push(...tensorBlock(t, i === c.inputs.length - 1)));
+  for (const [i, t] of c.inputs.entries()) lines.push(...tensorBlock(t, i === c.inputs.length - 1));
   lines.push(']');
   lines.push('output [');
-  c.outputs.forEach((t, i) => lines.push(...tensorBlock(t, i === c.outputs.length - 1)));
+  for (const [i, t] of c.outputs.entries()) lines.push(...tensorBlock(t, i === c.outputs.length - 1));
   lines.push(']');
   if (c.dynamicBatching) lines.push('dynamic_batching { }');
   if (c.cpuInstances !== undefined) {
@@ -63,5 +63,5 @@ export function renderConfig(c: ModelConfig): string {
     lines.push('  }');
     lines.push(']');
   }
-  return lines.join('\n') + '\n';
+  return `${lines.join('\n')}\n`;
 }

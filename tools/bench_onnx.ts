@@ -4,7 +4,7 @@
  * image_classifier / ranker_mlp or gen-resnet50's output.
  *
  * Usage:
- *   node dist/tools/bench-onnx.js MODEL.onnx [--batch 1,32] [--threads 2]
+ *   node dist/tools/bench_onnx.js MODEL.onnx [--batch 1,32] [--threads 2]
  *        [--seconds 5] [--warmup 10] [--optimized-ops]
  *        [--opt-level disabled|basic|extended|all]
  *
