@@ -197,7 +197,7 @@ export function jsonToRaw(dt: DataType, data: unknown, what: string, expectedCou
         break;
       default: {
         if (typeof v !== 'number' || !Number.isInteger(v)) throw badJson(what, dt, v);
-        const [lo, hi] = INT_RANGE[dt];
+        const [lo, hi] = INT_RANGE[dt]!;
         if (v < lo || v > hi) throw badJson(what, dt, v);
         (view as Int32Array)[i] = v;
       }
@@ -206,7 +206,7 @@ export function jsonToRaw(dt: DataType, data: unknown, what: string, expectedCou
   return out;
 }
 
-const INT_RANGE: Record<string, [number, number]> = {
+const INT_RANGE: Partial<Record<DataType, [number, number]>> = {
   UINT8: [0, 0xff], UINT16: [0, 0xffff], UINT32: [0, 0xffffffff],
   INT8: [-0x80, 0x7f], INT16: [-0x8000, 0x7fff], INT32: [-0x80000000, 0x7fffffff],
 };

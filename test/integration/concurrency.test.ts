@@ -6,7 +6,7 @@ import http from 'node:http';
 import { binaryBody, decodeResponse, get, inferBinary } from './helpers/http.js';
 import { grpcClient, status, type GrpcClient } from './helpers/grpc.js';
 import { makeRepo, slowClassifier, type Repo } from './helpers/repo.js';
-import { pendingRequests, waitPending as waitPendingOn } from './helpers/metrics.js';
+import { waitPending as waitPendingOn } from './helpers/metrics.js';
 import { startServer, type ServerHandle } from './helpers/server.js';
 import { ALL_TYPES, bytesRaw, identityModel, randomRaw, rawOf, rng, splitBytesRaw, valuesOf, type Dt } from './helpers/tensors.js';
 
@@ -251,11 +251,9 @@ describe('cancellation and shutdown with a busy single-instance model', () => {
   let client: GrpcClient;
   const image = (n: number) => Buffer.from(new Float32Array(n * 3 * 224 * 224).fill(0.5).buffer);
   const stats = async () => (await get(server.url, '/v2/models/slow1/stats')).json().model_stats[0];
-  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
   const long = () =>
     inferBinary(server.url, 'slow1', [{ name: 'INPUT', datatype: 'FP32', shape: [16, 3, 224, 224], raw: image(16) }], { binaryOutput: true });
 
-  const pending = (): Promise<number> => pendingRequests(server, 'slow1');
   const waitPending = (n: number, what: string): Promise<void> => waitPendingOn(server, 'slow1', n, what);
 
   beforeAll(async () => {

@@ -1,7 +1,7 @@
 // Poll mode under load: model folders are added, changed, given new versions, broken and
 // removed while a load generator keeps calling a model that stays; not one of its requests may
 // fail. Explicit mode's repository API is driven the same way.
-import { cpSync, mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';

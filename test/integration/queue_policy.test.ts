@@ -10,7 +10,6 @@ import { waitPending as waitPendingOn } from './helpers/metrics.js';
 import { startServer, type ServerHandle } from './helpers/server.js';
 
 const image = (n: number): Buffer => Buffer.from(new Float32Array(n * 3 * 224 * 224).fill(0.25).buffer);
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('queue policy over HTTP and gRPC', () => {
   let repo: Repo;

@@ -2,7 +2,7 @@
 // from the project's proto files with @grpc/proto-loader.
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
-import { PROTO_DIR } from '__PATHS__';
+import { PROTO_DIR } from './paths.js';
 
 export interface GrpcError extends Error {
   code: number;

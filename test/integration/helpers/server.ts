@@ -1,7 +1,7 @@
 // Starts the built server (dist/src/cli.js) as a child process on ephemeral ports, reads the real
 // ports from its start-up lines, waits for it to answer, and stops it again.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { CLI, ROOT } from '__PATHS__';
+import { CLI, ROOT } from './paths.js';
 
 export interface ServerHandle {
   httpPort: number;
