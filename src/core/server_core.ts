@@ -85,11 +85,6 @@ export class InferenceCore implements CoreApi {
     return this.repository.repositoryIndex(readyOnly);
   }
 
-  /** The repository's rows as they stand (the start-up status table). */
-  index(): IndexRow[] {
-    return this.repository.index();
-  }
-
   /**
    * Repository extension load. `parameters.config` is a model config in Triton's JSON form
    * (what tritonclient's load_model(config=...) sends) that replaces config.pbtxt.
