@@ -129,7 +129,7 @@ export interface ModelEnsemblingStep {
 
 export interface ModelEnsembling {
   step?: ModelEnsemblingStep[];
-  max_inflight_responses?: number;
+  max_inflight_requests?: number;
 }
 
 export interface ModelParameter {

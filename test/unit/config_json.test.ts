@@ -179,7 +179,7 @@ ensemble_scheduling { step { model_name: "a" model_version: -1 input_map { key: 
 parameters { key: "p" value { string_value: "v" } }`));
     expect(json.ensemble_scheduling).toStrictEqual({
       step: [{ model_name: 'a', model_version: -1, input_map: { x: 'y' }, output_map: {}, model_namespace: '' }],
-      max_inflight_responses: 0,
+      max_inflight_requests: 0,
     });
     expect(json.parameters).toStrictEqual({ p: { string_value: 'v' } });
   });

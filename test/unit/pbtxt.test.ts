@@ -516,3 +516,13 @@ describe('parseTextProto: errors carry file, line, column and the problem', () =
     expect(err.message).toBe('<input>:1:1: unknown field "bogus" in inference.ModelConfig');
   });
 });
+
+describe('Triton field names that an older hand-written schema got wrong', () => {
+  it('parses an ensemble with max_inflight_requests and refuses the misspelt max_inflight_responses', () => {
+    const ensemble = (field: string) => `name: "pipeline"
+platform: "ensemble"
+ensemble_scheduling { step [ { model_name: "a" model_version: -1 input_map { key: "x" value: "IN" } output_map { key: "y" value: "OUT" } } ] ${field}: 4 }`;
+    expect(parseModelConfigText(ensemble('max_inflight_requests')).ensemble_scheduling).toMatchObject({ max_inflight_requests: 4 });
+    expect(() => parseModelConfigText(ensemble('max_inflight_responses'))).toThrow(/max_inflight_responses/);
+  });
+});

@@ -1,0 +1,12 @@
+// Original file: proto/grpc_service.proto
+
+
+export interface ModelConfigRequest {
+  'name'?: (string);
+  'version'?: (string);
+}
+
+export interface ModelConfigRequest__Output {
+  'name': (string);
+  'version': (string);
+}

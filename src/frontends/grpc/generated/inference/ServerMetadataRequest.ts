@@ -1,0 +1,8 @@
+// Original file: proto/grpc_service.proto
+
+
+export interface ServerMetadataRequest {
+}
+
+export interface ServerMetadataRequest__Output {
+}

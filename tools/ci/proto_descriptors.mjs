@@ -1,0 +1,160 @@
+#!/usr/bin/env node
+// Prints a canonical JSON description of the gRPC protocol files in proto/
+// (by default proto/grpc_service.proto, which imports proto/model_config.proto),
+// as protobufjs reads them with keepCase, the way Serval loads them.
+//
+//   node tools/ci/proto_descriptors.mjs [FILE.proto ...]
+//
+// Files are resolved against proto/; imports too. The output is what
+// test/conformance/test_proto_vendored.py builds from the compiled descriptors
+// that tritonclient ships (tritonclient.grpc.service_pb2 / model_config_pb2),
+// so the two can be compared without protoc:
+//
+//   {
+//     "files":    { "<file>.proto": "<package>" },
+//     "messages": { "<pkg.Full.Name>": { "file", "fields": [FIELD...], "field_order": [NAME...],
+//                                         "oneofs": [NAME...] } },
+//     "enums":    { "<pkg.Full.Name>": { "file", "values": { NAME: NUMBER } } },
+//     "services": { "<pkg.Full.Name>": { "file", "methods": { NAME: METHOD } } }
+//   }
+//   FIELD  = { name, number, label: "optional"|"repeated",
+//              type: scalar name | "message" | "enum" | "map",
+//              type_name: "pkg.Full.Name" | null,        (message/enum, or a map's value)
+//              key_type: scalar name | null,             (maps only)
+//              value_type: scalar name|"message"|"enum"|null,  (maps only)
+//              oneof: NAME | null }                      (proto3 `optional` is "optional" + null)
+//   METHOD = { input_type, output_type, client_streaming, server_streaming }
+//
+// "fields" are listed by number, "field_order" gives the names in declaration
+// order (Serval's Triton-style config JSON follows it). Map entry messages
+// (FooEntry) are folded into their map fields, as protobufjs has no message
+// for them.
+import { basename, dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import protobuf from 'protobufjs';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const PROTO_DIR = resolve(ROOT, 'proto');
+
+const SCALARS = new Set([
+  'double',
+  'float',
+  'int32',
+  'uint32',
+  'sint32',
+  'fixed32',
+  'sfixed32',
+  'int64',
+  'uint64',
+  'sint64',
+  'fixed64',
+  'sfixed64',
+  'bool',
+  'string',
+  'bytes',
+]);
+
+const fullName = (obj) => obj.fullName.replace(/^\./, '');
+const fileOf = (obj) => (obj.filename ? basename(obj.filename) : null);
+
+function valueKind(field) {
+  if (SCALARS.has(field.type)) return { type: field.type, type_name: null };
+  const t = field.resolvedType;
+  if (t instanceof protobuf.Enum) return { type: 'enum', type_name: fullName(t) };
+  if (t instanceof protobuf.Type) return { type: 'message', type_name: fullName(t) };
+  throw new Error(`unresolved type ${field.type} of ${field.fullName}`);
+}
+
+function describeField(field) {
+  // A proto3 `optional` field lives in a synthetic oneof "_<name>": report it
+  // as a plain optional field, as the Python side does.
+  const oneof = field.partOf && !(field.partOf.oneof.length === 1 && field.partOf.name === `_${field.name}`) ? field.partOf.name : null;
+  if (field.map) {
+    const v = valueKind(field);
+    return {
+      name: field.name,
+      number: field.id,
+      label: 'repeated',
+      type: 'map',
+      type_name: v.type_name,
+      key_type: field.keyType,
+      value_type: v.type,
+      oneof: null,
+    };
+  }
+  const v = valueKind(field);
+  return {
+    name: field.name,
+    number: field.id,
+    label: field.repeated ? 'repeated' : 'optional',
+    type: v.type,
+    type_name: v.type_name,
+    key_type: null,
+    value_type: null,
+    oneof,
+  };
+}
+
+export function describe(files) {
+  const root = new protobuf.Root();
+  root.resolvePath = (_origin, target) => resolve(PROTO_DIR, target);
+  root.loadSync(files, { keepCase: true });
+  root.resolveAll();
+
+  const out = { files: {}, messages: {}, enums: {}, services: {} };
+  const walk = (ns) => {
+    for (const obj of ns.nestedArray) {
+      if (obj instanceof protobuf.Type) {
+        out.messages[fullName(obj)] = {
+          file: fileOf(obj),
+          fields: obj.fieldsArray.map(describeField).sort((a, b) => a.number - b.number),
+          field_order: obj.fieldsArray.map((f) => f.name),
+          oneofs: obj.oneofsArray
+            .filter((o) => !(o.oneof.length === 1 && o.name === `_${o.oneof[0]}`))
+            .map((o) => o.name)
+            .sort(),
+        };
+      } else if (obj instanceof protobuf.Enum) {
+        out.enums[fullName(obj)] = { file: fileOf(obj), values: { ...obj.values } };
+      } else if (obj instanceof protobuf.Service) {
+        const methods = {};
+        for (const m of obj.methodsArray) {
+          methods[m.name] = {
+            input_type: fullName(m.resolvedRequestType),
+            output_type: fullName(m.resolvedResponseType),
+            client_streaming: Boolean(m.requestStream),
+            server_streaming: Boolean(m.responseStream),
+          };
+        }
+        out.services[fullName(obj)] = { file: fileOf(obj), methods };
+      }
+      // A top-level message, enum or service names its file's package: the
+      // namespace it sits in.
+      const topLevel = obj instanceof protobuf.Type || obj instanceof protobuf.Enum || obj instanceof protobuf.Service;
+      if (topLevel && fileOf(obj) && !(obj.parent instanceof protobuf.Type)) {
+        out.files[fileOf(obj)] = fullName(obj.parent);
+      }
+      if (obj instanceof protobuf.Namespace) walk(obj); // packages, and messages' nested types
+    }
+  };
+  walk(root);
+  return out;
+}
+
+function sortKeys(value) {
+  if (Array.isArray(value)) return value.map(sortKeys);
+  if (value && typeof value === 'object') {
+    return Object.fromEntries(
+      Object.keys(value)
+        .sort()
+        .map((k) => [k, sortKeys(value[k])]),
+    );
+  }
+  return value;
+}
+
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  const args = process.argv.slice(2);
+  const files = args.length ? args.map((f) => basename(f)) : ['grpc_service.proto', 'model_config.proto'];
+  process.stdout.write(`${JSON.stringify(sortKeys(describe(files)), null, 2)}\n`);
+}
