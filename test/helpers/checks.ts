@@ -1,25 +1,23 @@
-// Shared assertions: "the server still answers a good request correctly".
+// Shared assertions: "the server still answers a good request correctly", and the readiness
+// answers of a server that serves `simple` (version 1 only).
 import { expect } from 'vitest';
+import type { GrpcClient } from './grpc.js';
 import { decodeResponse, inferBinary, inferJson } from './http.js';
-import { rawOf, rng, valuesOf } from './tensors.js';
+import { simpleJsonInputs } from './simple.js';
+import { range, rawOf, rng, valuesOf } from './tensors.js';
 
 let seed = 1;
 
 function int32Pair(): { a: number[]; b: number[] } {
   const r = rng(seed++);
   const v = (): number => Math.floor(r() * 2000) - 1000;
-  return { a: Array.from({ length: 16 }, v), b: Array.from({ length: 16 }, v) };
+  return { a: range(16, v), b: range(16, v) };
 }
 
 /** One JSON and one binary inference on `simple`, checked element by element. */
 export async function expectSimpleWorks(url: string): Promise<void> {
   const { a, b } = int32Pair();
-  const res = await inferJson(url, 'simple', {
-    inputs: [
-      { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], data: a },
-      { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], data: b },
-    ],
-  });
+  const res = await inferJson(url, 'simple', { inputs: simpleJsonInputs(a, b) });
   expect(res.status, res.text()).toBe(200);
   const doc = res.json();
   const out = Object.fromEntries(doc.outputs.map((o: { name: string; data: number[] }) => [o.name, o.data]));
@@ -39,4 +37,14 @@ export async function expectSimpleWorks(url: string): Promise<void> {
   const d = decodeResponse(bin);
   const o0 = d.outputs.find((o) => o.name === 'OUTPUT0')!;
   expect(valuesOf('INT32', o0.raw!)).toEqual(b.map((x, i) => x + a[i]!));
+}
+
+/** ServerLive, ServerReady and ModelReady over gRPC: the server is ready, and so is `simple` version 1 (only). */
+export async function expectGrpcReady(client: GrpcClient): Promise<void> {
+  expect(await client.call('ServerLive', {})).toEqual({ live: true });
+  expect(await client.call('ServerReady', {})).toEqual({ ready: true });
+  expect(await client.call('ModelReady', { name: 'simple', version: '' })).toEqual({ ready: true });
+  expect(await client.call('ModelReady', { name: 'simple', version: '1' })).toEqual({ ready: true });
+  expect(await client.call('ModelReady', { name: 'simple', version: '3' })).toEqual({ ready: false });
+  expect(await client.call('ModelReady', { name: 'nope', version: '' })).toEqual({ ready: false });
 }

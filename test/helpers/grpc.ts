@@ -1,80 +1,122 @@
 // A promise-based client for inference.GRPCInferenceService and grpc.health.v1.Health, loaded
-// from the project's proto files with @grpc/proto-loader.
+// from the project's proto files with @grpc/proto-loader the way the server loads them (int64 as
+// strings, enums as names). Used by the in-process front-end tests and the integration tests.
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
+import { expect } from 'vitest';
 import { PROTO_DIR } from './paths.js';
+
+export const status = grpc.status;
 
 export interface GrpcError extends Error {
   code: number;
   details: string;
 }
 
-export type Unary = (req: Record<string, unknown>, opts?: { deadlineMs?: number }) => Promise<any>;
+/** A response message a test did not declare a type for: the test's expectations check what it reads. */
+// biome-ignore lint/suspicious/noExplicitAny: a response message is checked by the test's expectations, not by a declared type
+export type Message = any;
+
+export interface CallOptions {
+  /** Milliseconds until the call's deadline (default 30 s). */
+  deadlineMs?: number;
+}
 
 export interface GrpcClient {
-  call(method: string, req: Record<string, unknown>, opts?: { deadlineMs?: number }): Promise<any>;
-  /** A call that can be cancelled by the client. */
-  cancellable(method: string, req: Record<string, unknown>): { result: Promise<any>; cancel(): void };
+  /** A unary call; `T` is the caller's view of the response message. */
+  call<T = Message>(method: string, req: Record<string, unknown>, opts?: CallOptions): Promise<T>;
+  /** A call that can be cancelled by the client (no deadline). */
+  cancellable<T = Message>(method: string, req: Record<string, unknown>): { result: Promise<T>; cancel(): void };
   /** Resolves with the error a call fails with; fails the test if the call succeeds. */
-  error(method: string, req: Record<string, unknown>): Promise<GrpcError>;
+  error(method: string, req: Record<string, unknown>, opts?: CallOptions): Promise<GrpcError>;
+  /** grpc.health.v1.Health/Check. */
   health(service?: string): Promise<{ status: string }>;
+  /** The error grpc.health.v1.Health/Check fails with; fails the test if the call succeeds. */
+  healthError(service: string): Promise<GrpcError>;
   close(): void;
 }
 
-let defs: grpc.GrpcObject | undefined;
+let definition: protoLoader.PackageDefinition | undefined;
 
-function definitions(): grpc.GrpcObject {
-  defs ??= grpc.loadPackageDefinition(
-    protoLoader.loadSync(['grpc_service.proto', 'health.proto'], {
-      includeDirs: [PROTO_DIR],
-      keepCase: true,
-      // Strings keep 64-bit values exact in both directions.
-      longs: String,
-      enums: String,
-      defaults: true,
-      oneofs: true,
-    }),
-  );
-  return defs;
+function packageDefinition(): protoLoader.PackageDefinition {
+  definition ??= protoLoader.loadSync(['grpc_service.proto', 'health.proto'], {
+    includeDirs: [PROTO_DIR],
+    keepCase: true,
+    // Strings keep 64-bit values exact in both directions.
+    longs: String,
+    enums: String,
+    defaults: true,
+    oneofs: true,
+  });
+  return definition;
+}
+
+function service(name: string): protoLoader.ServiceDefinition {
+  const svc = packageDefinition()[name] as protoLoader.ServiceDefinition | undefined;
+  if (!svc) throw new Error(`no service ${name} in the proto files`);
+  return svc;
 }
 
 export function grpcClient(address: string): GrpcClient {
-  const pkg = definitions() as any;
-  const options = { 'grpc.max_receive_message_length': -1, 'grpc.max_send_message_length': -1 };
-  const svc = new pkg.inference.GRPCInferenceService(address, grpc.credentials.createInsecure(), options) as grpc.Client &
-    Record<string, Function>;
-  const health = new pkg.grpc.health.v1.Health(address, grpc.credentials.createInsecure()) as grpc.Client & Record<string, Function>;
+  const client = new grpc.Client(address, grpc.credentials.createInsecure(), {
+    'grpc.max_receive_message_length': -1,
+    'grpc.max_send_message_length': -1,
+  });
+  const inference = service('inference.GRPCInferenceService');
+  const health = service('grpc.health.v1.Health');
 
-  const invoke = (client: grpc.Client & Record<string, Function>, method: string, req: unknown, deadlineMs = 30_000): Promise<any> =>
-    new Promise((resolve, reject) => {
-      client[method]!.call(client, req, { deadline: Date.now() + deadlineMs }, (err: GrpcError | null, res: unknown) =>
-        err ? reject(err) : resolve(res),
+  /** Starts a unary call; `deadlineMs` undefined: no deadline. */
+  const start = <T>(svc: protoLoader.ServiceDefinition, method: string, req: Record<string, unknown>, deadlineMs: number | undefined) => {
+    const m = svc[method];
+    if (!m) throw new Error(`no method ${method} in the service`);
+    let call: grpc.ClientUnaryCall | undefined;
+    const result = new Promise<T>((resolve, reject) => {
+      const options = deadlineMs === undefined ? {} : { deadline: Date.now() + deadlineMs };
+      call = client.makeUnaryRequest(m.path, m.requestSerialize, m.responseDeserialize, req, options, (err, res) =>
+        err ? reject(err) : resolve(res as T),
       );
     });
+    return { result, cancel: () => call!.cancel() };
+  };
+  const invoke = <T>(svc: protoLoader.ServiceDefinition, method: string, req: Record<string, unknown>, deadlineMs = 30_000): Promise<T> =>
+    start<T>(svc, method, req, deadlineMs).result;
+  const failure = async (
+    svc: protoLoader.ServiceDefinition,
+    method: string,
+    req: Record<string, unknown>,
+    deadlineMs?: number,
+  ): Promise<GrpcError> => {
+    try {
+      await invoke(svc, method, req, deadlineMs);
+    } catch (e) {
+      // Not a gRPC status (a typo in the method name, say): the test's own fault, not the call's.
+      if (typeof (e as Partial<GrpcError>).code !== 'number') throw e;
+      return e as GrpcError;
+    }
+    throw new Error(`expected ${method} to fail, but it succeeded`);
+  };
 
   return {
-    call: (method, req, opts) => invoke(svc, method, req, opts?.deadlineMs),
-    cancellable: (method, req) => {
-      let call: grpc.ClientUnaryCall | undefined;
-      const result = new Promise((resolve, reject) => {
-        call = svc[method]!.call(svc, req, (err: GrpcError | null, res: unknown) => (err ? reject(err) : resolve(res)));
-      });
-      return { result, cancel: () => call!.cancel() };
-    },
-    error: async (method, req) => {
-      try {
-        await invoke(svc, method, req);
-      } catch (e) {
-        return e as GrpcError;
-      }
-      throw new Error(`expected ${method} to fail, but it succeeded`);
-    },
-    health: (service = '') => invoke(health, 'Check', { service }),
-    close: () => {
-      svc.close();
-      health.close();
-    },
+    call: (method, req, opts) => invoke(inference, method, req, opts?.deadlineMs),
+    cancellable: (method, req) => start(inference, method, req, undefined),
+    error: (method, req, opts) => failure(inference, method, req, opts?.deadlineMs),
+    health: (svc = '') => invoke(health, 'Check', { service: svc }),
+    healthError: (svc) => failure(health, 'Check', { service: svc }),
+    close: () => client.close(),
   };
 }
 
-export const status = grpc.status;
+/** Calls `method`, which must fail with status `code` and exactly these `details` (or details matching them); returns the error. */
+export async function expectGrpcError(
+  client: GrpcClient,
+  method: string,
+  req: Record<string, unknown>,
+  code: number,
+  details: string | RegExp,
+): Promise<GrpcError> {
+  const e = await client.error(method, req);
+  expect(e.code, e.details).toBe(code);
+  if (typeof details === 'string') expect(e.details).toBe(details);
+  else expect(e.details).toMatch(details);
+  return e;
+}

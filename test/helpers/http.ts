@@ -7,6 +7,8 @@ export interface HttpResult {
   headers: IncomingHttpHeaders;
   body: Buffer;
   text(): string;
+  /** The body as JSON; untyped unless `T` is given: the test's expectations check what it reads. */
+  // biome-ignore lint/suspicious/noExplicitAny: a response body is checked by the test's expectations, not by a declared type
   json<T = any>(): T;
 }
 
@@ -69,11 +71,14 @@ export interface RequestedOutput {
   parameters?: Record<string, unknown>;
 }
 
+/** A binary-extension body as it goes over the wire: the JSON header, then the blobs; and the header's length. */
+export function joinBinaryBody(doc: unknown, blobs: readonly Uint8Array[] = []): { body: Buffer; headerLength: number } {
+  const header = Buffer.from(JSON.stringify(doc));
+  return { body: Buffer.concat([header, ...blobs]), headerLength: header.byteLength };
+}
+
 /** Builds a binary-extension request body: JSON header, then the raw inputs in input order. */
-export function binaryBody(
-  inputs: BinaryInput[],
-  extra: Record<string, unknown> = {},
-): { body: Buffer; headerLength: number } {
+export function binaryBody(inputs: BinaryInput[], extra: Record<string, unknown> = {}): { body: Buffer; headerLength: number } {
   const blobs: Uint8Array[] = [];
   const doc = {
     ...extra,
@@ -89,47 +94,75 @@ export function binaryBody(
       return base;
     }),
   };
-  const header = Buffer.from(JSON.stringify(doc));
-  return { body: Buffer.concat([header, ...blobs]), headerLength: header.byteLength };
+  return joinBinaryBody(doc, blobs);
 }
 
-export interface DecodedOutput {
+/** An output of an inference response's JSON. */
+export interface HttpOutput {
   name: string;
   datatype: string;
   shape: number[];
   /** Present for JSON outputs. */
   data?: unknown[];
-  /** Present for binary outputs. */
-  raw?: Buffer;
   parameters?: Record<string, unknown>;
 }
 
-export interface DecodedResponse {
+/** An inference response's JSON. */
+export interface HttpInferResponse {
   model_name: string;
   model_version: string;
   id?: string;
+  parameters?: Record<string, unknown>;
+  outputs: HttpOutput[];
+}
+
+export interface DecodedOutput extends HttpOutput {
+  /** Present for binary outputs. */
+  raw?: Buffer;
+}
+
+export interface DecodedResponse extends HttpInferResponse {
   outputs: DecodedOutput[];
   /** The JSON part as text (to check exact digits that JSON.parse would round). */
   jsonText: string;
 }
 
-/** Splits a response body into its JSON header and binary outputs. */
-export function decodeResponse(res: HttpResult): DecodedResponse {
-  const hdr = res.headers['inference-header-content-length'];
-  const jsonLen = hdr === undefined ? res.body.byteLength : Number(hdr);
-  const jsonText = res.body.toString('utf8', 0, jsonLen);
+/**
+ * Splits a response body into its JSON header and the binary outputs it announces, in output
+ * order (`raw` of an output with binary_data_size). Throws when the binary tail is not exactly
+ * what the header announces.
+ */
+function splitBody(body: Buffer, headerLength: number): DecodedResponse {
+  const jsonText = body.toString('utf8', 0, headerLength);
   const doc = JSON.parse(jsonText) as DecodedResponse;
-  let off = jsonLen;
+  let off = headerLength;
   for (const o of doc.outputs) {
     const size = o.parameters?.binary_data_size;
-    if (typeof size === 'number') {
-      o.raw = res.body.subarray(off, off + size);
-      off += size;
-    }
+    if (typeof size !== 'number') continue;
+    if (off + size > body.byteLength) throw new Error(`output '${o.name}' announces ${size} bytes past the end of the body`);
+    o.raw = body.subarray(off, off + size);
+    off += size;
   }
-  if (off !== res.body.byteLength) throw new Error(`response has ${res.body.byteLength - off} unclaimed bytes`);
+  if (off !== body.byteLength) throw new Error(`the response has ${body.byteLength - off} bytes no output claims`);
   doc.jsonText = jsonText;
   return doc;
+}
+
+/** A response body as its JSON header (without the binary parts) and its binary outputs by name. */
+export function splitBinaryResponse(body: Buffer, headerLength: number): { doc: HttpInferResponse; binary: Map<string, Buffer> } {
+  const { jsonText, ...doc } = splitBody(body, headerLength);
+  const binary = new Map<string, Buffer>();
+  doc.outputs = doc.outputs.map(({ raw, ...o }) => {
+    if (raw) binary.set(o.name, raw);
+    return o;
+  });
+  return { doc, binary };
+}
+
+/** Splits a response into its JSON header and binary outputs (Inference-Header-Content-Length; none: all JSON). */
+export function decodeResponse(res: HttpResult): DecodedResponse {
+  const hdr = res.headers['inference-header-content-length'];
+  return splitBody(res.body, hdr === undefined ? res.body.byteLength : Number(hdr));
 }
 
 export async function inferBinary(

@@ -3,7 +3,7 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { GraphBuilder } from '../../../tools/onnx/builder.js';
+import { GraphBuilder } from '../../tools/onnx/builder.js';
 
 export interface FixtureModel {
   name: string;
@@ -66,11 +66,11 @@ export function transposeModel(): Uint8Array {
 }
 
 /**
- * A single-instance, single-thread image classifier: a batch of 16 takes ~100+ ms, long enough
- * to keep the instance busy while a test queues, cancels or times out other requests.
- * `extraConfig` is appended to its config.pbtxt (e.g. a dynamic_batching section).
+ * A single-thread image classifier with `instances` instances (default one): a batch of 16 takes
+ * ~100+ ms, long enough to keep an instance busy while a test queues, cancels or times out other
+ * requests. `extraConfig` is appended to its config.pbtxt (e.g. a dynamic_batching section).
  */
-export function slowClassifier(name: string, onnx: Uint8Array, extraConfig = ''): FixtureModel {
+export function slowClassifier(name: string, onnx: Uint8Array, extraConfig = '', instances = 1): FixtureModel {
   return {
     name,
     config: `name: "${name}"
@@ -78,7 +78,7 @@ platform: "onnxruntime_onnx"
 max_batch_size: 16
 input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ 3, 224, 224 ] } ]
 output [ { name: "OUTPUT" data_type: TYPE_FP32 dims: [ 11 ] } ]
-instance_group [ { count: 1 kind: KIND_CPU } ]
+instance_group [ { count: ${instances} kind: KIND_CPU } ]
 parameters { key: "intra_op_thread_count" value: { string_value: "1" } }
 ${extraConfig}`,
     versions: { 1: onnx },

@@ -1,5 +1,17 @@
 // Tensor byte helpers for the tests, written independently of src/ so expected values never come
-// from the code under test.
+// from the code under test. (Where bytes are only a fixture, not an expected value, a test may as
+// well build them with src/kernel/datatypes.ts joinBytes; datatypes.test.ts checks it against
+// bytesRaw here.)
+
+/** [f(0), …, f(n-1)]; by default [0, …, n-1]. */
+export function range(n: number): number[];
+export function range<T>(n: number, f: (i: number) => T): T[];
+export function range(n: number, f: (i: number) => unknown = (i) => i): unknown[] {
+  return Array.from({ length: n }, (_, i) => f(i));
+}
+
+/** The same bytes as a Buffer (no copy). */
+export const asBuffer = (u: Uint8Array): Buffer => Buffer.from(u.buffer, u.byteOffset, u.byteLength);
 
 export const ALL_TYPES = [
   'BOOL', 'UINT8', 'UINT16', 'UINT32', 'UINT64', 'INT8', 'INT16', 'INT32', 'INT64', 'FP16', 'FP32', 'FP64', 'BYTES',
@@ -51,7 +63,7 @@ export function rawOf(dt: Exclude<Dt, 'BYTES'>, values: readonly (number | bigin
 
 /** Values of little-endian bytes (FP16 as 16-bit patterns; 64-bit integers as bigint). */
 export function valuesOf(dt: Exclude<Dt, 'BYTES'>, raw: Uint8Array): (number | bigint | boolean)[] {
-  const b = Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength);
+  const b = asBuffer(raw);
   const n = b.byteLength / SIZE[dt];
   const out: (number | bigint | boolean)[] = [];
   for (let i = 0; i < n; i++) {
@@ -85,8 +97,9 @@ export function bytesRaw(elements: readonly (string | Uint8Array)[]): Buffer {
   );
 }
 
+/** The elements of serialized BYTES (views into `raw`). */
 export function splitBytesRaw(raw: Uint8Array): Buffer[] {
-  const b = Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength);
+  const b = asBuffer(raw);
   const out: Buffer[] = [];
   let off = 0;
   while (off < b.byteLength) {
@@ -95,6 +108,18 @@ export function splitBytesRaw(raw: Uint8Array): Buffer[] {
     off += 4 + len;
   }
   return out;
+}
+
+/** The elements of serialized BYTES as UTF-8 strings. */
+export const stringsOf = (raw: Uint8Array): string[] => splitBytesRaw(raw).map((e) => e.toString('utf8'));
+
+/** INT32 values as little-endian bytes. */
+export const i32 = (values: readonly number[]): Buffer => rawOf('INT32', values);
+
+/** Little-endian INT32 bytes as numbers; throws unless the bytes are whole INT32 values. */
+export function fromI32(bytes: Uint8Array): number[] {
+  if (bytes.byteLength % 4 !== 0) throw new Error(`${bytes.byteLength} bytes are not a whole number of INT32 values`);
+  return valuesOf('INT32', bytes) as number[];
 }
 
 /** Random raw bytes valid for `dt` (BOOL bytes are 0/1; floats are arbitrary bit patterns). */
@@ -110,9 +135,9 @@ export function halfToNumber(h: number): number {
   const s = h & 0x8000 ? -1 : 1;
   const e = (h >> 10) & 0x1f;
   const m = h & 0x3ff;
-  if (e === 0) return s * m * Math.pow(2, -24);
+  if (e === 0) return s * m * 2 ** -24;
   if (e === 31) return m ? NaN : s * Infinity;
-  return s * (1024 + m) * Math.pow(2, e - 25);
+  return s * (1024 + m) * 2 ** (e - 25);
 }
 
 /** Typical and extreme JSON-safe values per type (64-bit extremes are tested separately). */

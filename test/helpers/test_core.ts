@@ -5,8 +5,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { BackendRegistry } from '../../src/backends/registry.js';
 import { InferenceCore } from '../../src/core/server_core.js';
-import { createLogger, type Logger } from '../../src/kernel/log.js';
+import type { Logger } from '../../src/kernel/log.js';
 import { ModelRepository, type ControlMode } from '../../src/repository/repository.js';
+import { capturedLogger } from './frontends.js';
 import { testBackend, type TestModelFile } from './test_backend.js';
 
 export interface TestModel {
@@ -39,6 +40,35 @@ output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 16 ] }, { name: "OUTPUT
   },
 };
 
+/**
+ * An identity model on the test backend: OUTPUT0 = INPUT0, of `datatype` and `dims` (a batch
+ * dimension before them when `maxBatchSize` > 0). `extraConfig` is appended to its config.pbtxt;
+ * `delayMs` makes each execution take that long.
+ */
+export function identityTestModel(
+  name: string,
+  datatype: 'INT32' | 'FP32',
+  dims: number[],
+  maxBatchSize: number,
+  opts: { extraConfig?: string; delayMs?: number } = {},
+): TestModel {
+  const tensor = (t: string) => `[ { name: "${t}" data_type: TYPE_${datatype} dims: [ ${dims.join(', ')} ] } ]`;
+  const io = (t: string) => ({ name: t, datatype, rawType: datatype, dims: [...(maxBatchSize > 0 ? [-1] : []), ...dims] });
+  return {
+    name,
+    config: [
+      `name: "${name}"`,
+      'backend: "serval_test"',
+      `max_batch_size: ${maxBatchSize}`,
+      `input ${tensor('INPUT0')}`,
+      `output ${tensor('OUTPUT0')}`,
+    ]
+      .concat(opts.extraConfig ?? [])
+      .join('\n'),
+    model: { op: 'identity', delayMs: opts.delayMs, inputs: [io('INPUT0')], outputs: [io('OUTPUT0')] },
+  };
+}
+
 export interface TestCore {
   core: InferenceCore;
   dir: string;
@@ -61,8 +91,7 @@ export async function startTestCore(
     writeFileSync(path.join(md, 'config.pbtxt'), m.config);
     for (const [f, text] of Object.entries(m.files ?? {})) writeFileSync(path.join(md, f), text);
   }
-  const lines: string[] = [];
-  const log = createLogger(0, (l) => lines.push(l));
+  const { log, lines } = capturedLogger();
   const repository = new ModelRepository([dir], log, {
     mode: opts.mode ?? 'none',
     startupModels: [],
@@ -70,7 +99,12 @@ export async function startTestCore(
     backends: new BackendRegistry([testBackend]),
   });
   await repository.loadAll();
-  const core = new InferenceCore(repository, { id: 'serval', version: '0.0.0-test', strictReadiness: opts.strictReadiness ?? true, extensions: ['statistics'] });
+  const core = new InferenceCore(repository, {
+    id: 'serval',
+    version: '0.0.0-test',
+    strictReadiness: opts.strictReadiness ?? true,
+    extensions: ['statistics'],
+  });
   return {
     core,
     dir,

@@ -5,9 +5,11 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildSimple } from '../../tools/onnx/models.js';
-import { get, inferJson } from './helpers/http.js';
-import { makeRepo, type Repo } from './helpers/repo.js';
-import { runServerToExit, startServer, type ServerHandle } from './helpers/server.js';
+import { get, inferJson } from '../helpers/http.js';
+import { makeRepo, type Repo } from '../helpers/repo.js';
+import { runServerToExit, startServer, type ServerHandle } from '../helpers/server.js';
+import { simpleJsonInputs } from '../helpers/simple.js';
+import { i32, range } from '../helpers/tensors.js';
 
 const simple = buildSimple();
 const warmup = (source: string) => `
@@ -29,7 +31,7 @@ describe('auto-complete and warm-up', () => {
       { name: 'warm', config: simple.config.replace('name: "simple"', 'name: "warm"') + warmup('input_data_file: "ones.bin"'), versions: { 1: simple.onnx } },
     ]);
     mkdirSync(path.join(repo.dir, 'warm', 'warmup'));
-    writeFileSync(path.join(repo.dir, 'warm', 'warmup', 'ones.bin'), Buffer.from(new Int32Array(16).fill(1).buffer));
+    writeFileSync(path.join(repo.dir, 'warm', 'warmup', 'ones.bin'), i32(range(16, () => 1)));
     server = await startServer(repo.dir);
   });
   afterAll(async () => {
@@ -46,13 +48,8 @@ describe('auto-complete and warm-up', () => {
       ['INPUT1', 'TYPE_INT32', [16]],
     ]);
     expect(cfg.output.map((o: { name: string }) => o.name)).toEqual(['OUTPUT0', 'OUTPUT1']);
-    const a = Array.from({ length: 16 }, (_, i) => i);
-    const res = await inferJson(server.url, 'bare', {
-      inputs: [
-        { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], data: a },
-        { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], data: a },
-      ],
-    });
+    const a = range(16);
+    const res = await inferJson(server.url, 'bare', { inputs: simpleJsonInputs(a, a) });
     expect(res.json().outputs[0].data).toEqual(a.map((x) => 2 * x));
   });
 

@@ -3,18 +3,12 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { buildIdentity, buildImageClassifier } from '../../tools/onnx/models.js';
 import http from 'node:http';
-import { binaryBody, decodeResponse, get, inferBinary } from './helpers/http.js';
-import { grpcClient, status, type GrpcClient } from './helpers/grpc.js';
-import { makeRepo, slowClassifier, type Repo } from './helpers/repo.js';
-import { waitPending as waitPendingOn } from './helpers/metrics.js';
-import { startServer, type ServerHandle } from './helpers/server.js';
-import { ALL_TYPES, bytesRaw, identityModel, randomRaw, rawOf, rng, splitBytesRaw, valuesOf, type Dt } from './helpers/tensors.js';
-
-function range(n: number): number[];
-function range<T>(n: number, f: (i: number) => T): T[];
-function range(n: number, f: (i: number) => unknown = (i) => i): unknown[] {
-  return Array.from({ length: n }, (_, i) => f(i));
-}
+import { binaryBody, decodeResponse, get, inferBinary } from '../helpers/http.js';
+import { grpcClient, status, type GrpcClient } from '../helpers/grpc.js';
+import { makeRepo, slowClassifier, type Repo } from '../helpers/repo.js';
+import { waitPending as waitPendingOn } from '../helpers/metrics.js';
+import { startServer, type ServerHandle } from '../helpers/server.js';
+import { ALL_TYPES, bytesRaw, identityModel, randomRaw, range, rawOf, rng, splitBytesRaw, valuesOf, type Dt } from '../helpers/tensors.js';
 
 describe('concurrent requests on the example models', () => {
   let server: ServerHandle;
@@ -113,7 +107,7 @@ describe('concurrent requests on the example models', () => {
 
     together.forEach((got, i) => {
       expect(got).toHaveLength(requests[i]!.batch);
-      got.forEach((v, k) => expect(v).toBeCloseTo(alone[i]![k]!, 5));
+      for (const [k, v] of got.entries()) expect(v).toBeCloseTo(alone[i]![k]!, 5);
     });
     // Rows from different requests differ, so a mix-up could not pass the check above.
     expect(new Set(alone.flat().map((v) => v.toFixed(6))).size).toBeGreaterThan(alone.flat().length * 0.9);
@@ -135,18 +129,7 @@ describe('the event loop stays free during a long inference', () => {
   beforeAll(async () => {
     const ic = buildImageClassifier();
     repo = makeRepo([
-      {
-        name: 'slow',
-        config: `name: "slow"
-platform: "onnxruntime_onnx"
-max_batch_size: 16
-input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ 3, 224, 224 ] } ]
-output [ { name: "OUTPUT" data_type: TYPE_FP32 dims: [ 11 ] } ]
-instance_group [ { count: 2 kind: KIND_CPU } ]
-parameters { key: "intra_op_thread_count" value: { string_value: "1" } }
-`,
-        versions: { 1: ic.onnx },
-      },
+      slowClassifier('slow', ic.onnx, '', 2),
       {
         name: 'strings_batched',
         config: `name: "strings_batched"
@@ -231,7 +214,7 @@ instance_group [ { count: 1 kind: KIND_CPU } ]
     // Per-row results of the long batch are all the same image, so all rows must match the short one.
     const rows = valuesOf('FP32', decodeResponse(longRes).outputs[0]!.raw!) as number[];
     const one = valuesOf('FP32', decodeResponse(shortRes).outputs[0]!.raw!) as number[];
-    for (let b = 0; b < 16; b++) rows.slice(b * 11, b * 11 + 11).forEach((v, k) => expect(v).toBeCloseTo(one[k]!, 5));
+    for (let b = 0; b < 16; b++) for (const [k, v] of rows.slice(b * 11, b * 11 + 11).entries()) expect(v).toBeCloseTo(one[k]!, 5);
 
     expect(latencies.length, JSON.stringify(latencies)).toBeGreaterThanOrEqual(3);
     // A blocked event loop would hold a health check for the rest of the inference. Allow for

@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { TestProject } from 'vitest/node';
 import { generateModels } from '../../tools/onnx/models.js';
-import { CLI, WORKER } from './helpers/paths.js';
+import { CLI, WORKER } from '../helpers/paths.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {

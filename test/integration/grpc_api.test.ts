@@ -3,11 +3,12 @@ import * as grpc from '@grpc/grpc-js';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
-import { expectSimpleWorks } from './helpers/checks.js';
-import { grpcClient, status, type GrpcClient } from './helpers/grpc.js';
-import { ROOT } from './helpers/paths.js';
-import { startServer, type ServerHandle } from './helpers/server.js';
-import { ALL_TYPES, bytesRaw, identityModel, randomRaw, rawOf, rng, splitBytesRaw, valuesOf, type Dt } from './helpers/tensors.js';
+import { expectGrpcReady, expectSimpleWorks } from '../helpers/checks.js';
+import { expectGrpcError, grpcClient, status, type GrpcClient } from '../helpers/grpc.js';
+import { ROOT } from '../helpers/paths.js';
+import { startServer, type ServerHandle } from '../helpers/server.js';
+import { simpleGrpcRequest, simpleMetadata } from '../helpers/simple.js';
+import { ALL_TYPES, bytesRaw, identityModel, randomRaw, range, rawOf, rng, splitBytesRaw, valuesOf, type Dt } from '../helpers/tensors.js';
 
 let server: ServerHandle;
 let client: GrpcClient;
@@ -23,21 +24,7 @@ afterAll(async () => {
   await server?.stop();
 });
 
-const range = (n: number, f: (i: number) => number = (i) => i): number[] => Array.from({ length: n }, (_, i) => f(i));
-
 interface Tensor { name: string; datatype: string; shape: number[] }
-
-function simpleRaw(a: number[], b: number[], extra: Record<string, unknown> = {}): Record<string, unknown> {
-  return {
-    model_name: 'simple',
-    inputs: [
-      { name: 'INPUT0', datatype: 'INT32', shape: [1, 16] },
-      { name: 'INPUT1', datatype: 'INT32', shape: [1, 16] },
-    ],
-    raw_input_contents: [rawOf('INT32', a), rawOf('INT32', b)],
-    ...extra,
-  };
-}
 
 /** Response outputs with numeric shapes and their raw bytes. */
 function outputs(res: { outputs: (Tensor & { shape: string[] })[]; raw_output_contents: Buffer[] }) {
@@ -47,19 +34,14 @@ function outputs(res: { outputs: (Tensor & { shape: string[] })[]; raw_output_co
 async function expectSimpleWorksGrpc(): Promise<void> {
   const a = range(16, (i) => i * 5 - 20);
   const b = range(16, (i) => 100 + i);
-  const out = outputs(await client.call('ModelInfer', simpleRaw(a, b)));
+  const out = outputs(await client.call('ModelInfer', simpleGrpcRequest(a, b)));
   expect(valuesOf('INT32', out[0]!.raw)).toEqual(a.map((x, i) => x + b[i]!));
   expect(valuesOf('INT32', out[1]!.raw)).toEqual(a.map((x, i) => x - b[i]!));
 }
 
 describe('health and metadata', () => {
   it('ServerLive, ServerReady, ModelReady', async () => {
-    expect(await client.call('ServerLive', {})).toEqual({ live: true });
-    expect(await client.call('ServerReady', {})).toEqual({ ready: true });
-    expect(await client.call('ModelReady', { name: 'simple', version: '' })).toEqual({ ready: true });
-    expect(await client.call('ModelReady', { name: 'simple', version: '1' })).toEqual({ ready: true });
-    expect(await client.call('ModelReady', { name: 'simple', version: '3' })).toEqual({ ready: false });
-    expect(await client.call('ModelReady', { name: 'nope', version: '' })).toEqual({ ready: false });
+    await expectGrpcReady(client);
   });
 
   it('grpc.health.v1 Check', async () => {
@@ -78,19 +60,7 @@ describe('health and metadata', () => {
 
   it('ModelMetadata', async () => {
     const md = await client.call('ModelMetadata', { name: 'simple', version: '' });
-    expect(md).toEqual({
-      name: 'simple',
-      versions: ['1'],
-      platform: 'onnxruntime_onnx',
-      inputs: [
-        { name: 'INPUT0', datatype: 'INT32', shape: ['-1', '16'] },
-        { name: 'INPUT1', datatype: 'INT32', shape: ['-1', '16'] },
-      ],
-      outputs: [
-        { name: 'OUTPUT0', datatype: 'INT32', shape: ['-1', '16'] },
-        { name: 'OUTPUT1', datatype: 'INT32', shape: ['-1', '16'] },
-      ],
-    });
+    expect(md).toEqual(simpleMetadata('onnxruntime_onnx', 'grpc'));
   });
 
   it('ModelConfig', async () => {
@@ -139,7 +109,7 @@ describe('ModelInfer', () => {
     const r = rng(3);
     const a = range(16, () => Math.floor(r() * 2 ** 31));
     const b = range(16, () => -Math.floor(r() * 2 ** 31));
-    const res = await client.call('ModelInfer', simpleRaw(a, b, { id: 'grpc-req-1' }));
+    const res = await client.call('ModelInfer', simpleGrpcRequest(a, b, { id: 'grpc-req-1' }));
     expect(res.model_name).toBe('simple');
     expect(res.model_version).toBe('1');
     expect(res.id).toBe('grpc-req-1');
@@ -167,7 +137,7 @@ describe('ModelInfer', () => {
 
   it('returns only the requested outputs', async () => {
     const a = range(16);
-    const res = await client.call('ModelInfer', simpleRaw(a, a, { outputs: [{ name: 'OUTPUT1' }] }));
+    const res = await client.call('ModelInfer', simpleGrpcRequest(a, a, { outputs: [{ name: 'OUTPUT1' }] }));
     const out = outputs(res);
     expect(out.map((o) => o.name)).toEqual(['OUTPUT1']);
     expect(valuesOf('INT32', out[0]!.raw)).toEqual(range(16, () => 0));
@@ -266,39 +236,34 @@ describe('errors, each followed by correct good requests', () => {
   });
   const a = range(16);
 
-  async function expectGrpcError(req: Record<string, unknown>, code: number, details: string | RegExp): Promise<void> {
-    const e = await client.error('ModelInfer', req);
-    expect(e.code, e.details).toBe(code);
-    if (typeof details === 'string') expect(e.details).toBe(details);
-    else expect(e.details).toMatch(details);
-  }
+  const expectInferError = (req: Record<string, unknown>, code: number, details: string | RegExp) => expectGrpcError(client, 'ModelInfer', req, code, details);
 
   it('unknown model', async () => {
-    await expectGrpcError({ ...simpleRaw(a, a), model_name: 'no_such_model' }, status.NOT_FOUND,
+    await expectInferError({ ...simpleGrpcRequest(a, a), model_name: 'no_such_model' }, status.NOT_FOUND,
       "Request for unknown model: 'no_such_model' is not found");
   });
 
   it('unknown version', async () => {
-    await expectGrpcError({ ...simpleRaw(a, a), model_version: '999' }, status.NOT_FOUND,
+    await expectInferError({ ...simpleGrpcRequest(a, a), model_version: '999' }, status.NOT_FOUND,
       "Request for unknown model: 'simple' version 999 is not found");
   });
 
   it('wrong datatype', async () => {
-    const req = simpleRaw(a, a);
+    const req = simpleGrpcRequest(a, a);
     (req.inputs as Tensor[])[0]!.datatype = 'FP32';
-    await expectGrpcError(req, status.INVALID_ARGUMENT,
+    await expectInferError(req, status.INVALID_ARGUMENT,
       "[request id: <id_unknown>] inference input 'INPUT0' data-type is 'FP32', but model 'simple' expects 'INT32'");
   });
 
   it('wrong shape', async () => {
-    const req: Record<string, unknown> = { ...simpleRaw(a, a), id: 'g-shape' };
+    const req: Record<string, unknown> = { ...simpleGrpcRequest(a, a), id: 'g-shape' };
     (req.inputs as Tensor[])[1]!.shape = [1, 4, 4];
-    await expectGrpcError(req, status.INVALID_ARGUMENT,
+    await expectInferError(req, status.INVALID_ARGUMENT,
       /^\[request id: g-shape\] unexpected shape for input 'INPUT1' for model 'simple'\. Expected \[-1,16\], got \[1,4,4\]\. NOTE: Setting a non-zero max_batch_size/);
   });
 
   it('missing input', async () => {
-    await expectGrpcError(
+    await expectInferError(
       { model_name: 'simple', inputs: [{ name: 'INPUT1', datatype: 'INT32', shape: [1, 16] }], raw_input_contents: [rawOf('INT32', a)] },
       status.INVALID_ARGUMENT,
       "[request id: <id_unknown>] expected 2 inputs but got 1 inputs for model 'simple'. Got inputs ['INPUT1'], but missing required inputs ['INPUT0']. Please provide all required inputs.",
@@ -306,7 +271,7 @@ describe('errors, each followed by correct good requests', () => {
   });
 
   it('batch larger than max_batch_size', async () => {
-    await expectGrpcError({
+    await expectInferError({
       model_name: 'identity_fp32',
       inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [9, 2] }],
       raw_input_contents: [Buffer.alloc(9 * 2 * 4)],
@@ -314,12 +279,12 @@ describe('errors, each followed by correct good requests', () => {
   });
 
   it('raw content size that does not match the shape', async () => {
-    await expectGrpcError({ ...simpleRaw(a, a), raw_input_contents: [rawOf('INT32', a), rawOf('INT32', range(20))] }, status.INVALID_ARGUMENT,
+    await expectInferError({ ...simpleGrpcRequest(a, a), raw_input_contents: [rawOf('INT32', a), rawOf('INT32', range(20))] }, status.INVALID_ARGUMENT,
       "[request id: <id_unknown>] input byte size mismatch for input 'INPUT1' for model 'simple'. Expected 64, got 80");
   });
 
   it('typed contents with too few elements', async () => {
-    await expectGrpcError({
+    await expectInferError({
       model_name: 'simple',
       inputs: [
         { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], contents: { int_contents: range(16) } },
@@ -329,33 +294,33 @@ describe('errors, each followed by correct good requests', () => {
   });
 
   it('raw_input_contents count that does not match the inputs', async () => {
-    await expectGrpcError({ ...simpleRaw(a, a), raw_input_contents: [rawOf('INT32', a)] }, status.INVALID_ARGUMENT,
+    await expectInferError({ ...simpleGrpcRequest(a, a), raw_input_contents: [rawOf('INT32', a)] }, status.INVALID_ARGUMENT,
       /raw_input_contents has 1 entries but the request has 2 inputs/);
   });
 
   it('typed contents and raw contents together', async () => {
-    const req = simpleRaw(a, a);
+    const req = simpleGrpcRequest(a, a);
     (req.inputs as Record<string, unknown>[])[0]!.contents = { int_contents: a };
-    await expectGrpcError(req, status.INVALID_ARGUMENT, "input 'INPUT0' has both typed contents and raw_input_contents");
+    await expectInferError(req, status.INVALID_ARGUMENT, "input 'INPUT0' has both typed contents and raw_input_contents");
   });
 
   it('FP16 in typed contents', async () => {
-    await expectGrpcError({
+    await expectInferError({
       model_name: 'identity_fp16',
       inputs: [{ name: 'INPUT0', datatype: 'FP16', shape: [1, 2], contents: { fp32_contents: [1, 2] } }],
     }, status.INVALID_ARGUMENT, /FP16 data must be sent in raw_input_contents/);
   });
 
   it('unknown datatype, negative dimension, malformed BYTES', async () => {
-    const r1 = simpleRaw(a, a);
+    const r1 = simpleGrpcRequest(a, a);
     (r1.inputs as Tensor[])[0]!.datatype = 'INT33';
-    await expectGrpcError(r1, status.INVALID_ARGUMENT, /unknown data-type 'INT33'/);
-    const r2 = simpleRaw(a, a);
+    await expectInferError(r1, status.INVALID_ARGUMENT, /unknown data-type 'INT33'/);
+    const r2 = simpleGrpcRequest(a, a);
     (r2.inputs as Tensor[])[0]!.shape = [1, -16];
-    await expectGrpcError(r2, status.INVALID_ARGUMENT, /./);
+    await expectInferError(r2, status.INVALID_ARGUMENT, /./);
     const bad = bytesRaw(['abcd']);
     bad.writeUInt32LE(99, 0);
-    await expectGrpcError({ model_name: 'identity_string', inputs: [{ name: 'INPUT0', datatype: 'BYTES', shape: [1, 1] }], raw_input_contents: [bad] },
+    await expectInferError({ model_name: 'identity_string', inputs: [{ name: 'INPUT0', datatype: 'BYTES', shape: [1, 1] }], raw_input_contents: [bad] },
       status.INVALID_ARGUMENT, /malformed BYTES data/);
   });
 

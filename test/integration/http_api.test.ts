@@ -3,14 +3,16 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
-import { expectSimpleWorks } from './helpers/checks.js';
-import { binaryBody, decodeResponse, get, inferBinary, inferJson, postJson, request, type HttpResult } from './helpers/http.js';
-import { ROOT } from './helpers/paths.js';
-import { startServer, type ServerHandle } from './helpers/server.js';
+import { expectSimpleWorks } from '../helpers/checks.js';
+import { MAX_BATCH_NOTE } from '../helpers/errors.js';
+import { binaryBody, decodeResponse, get, inferBinary, inferJson, postJson, request, type HttpResult } from '../helpers/http.js';
+import { ROOT } from '../helpers/paths.js';
+import { startServer, type ServerHandle } from '../helpers/server.js';
+import { simpleJsonInputs, simpleMetadata } from '../helpers/simple.js';
 import {
-  ALL_TYPES, SAMPLE_VALUES, bytesRaw, expectedJson, identityModel, randomRaw, rawOf, rng, splitBytesRaw, valuesOf,
+  ALL_TYPES, SAMPLE_VALUES, bytesRaw, expectedJson, identityModel, randomRaw, range, rawOf, rng, splitBytesRaw, valuesOf,
   type Dt,
-} from './helpers/tensors.js';
+} from '../helpers/tensors.js';
 
 const MAX_INPUT = 16 * 1024 * 1024;
 let server: ServerHandle;
@@ -34,11 +36,6 @@ function expectError(res: HttpResult, status: number, message: string | RegExp):
   else expect(err).toMatch(message);
 }
 
-const simpleInputs = (a: number[], b: number[], shapeA = [1, 16], shapeB = [1, 16], dtA = 'INT32') => [
-  { name: 'INPUT0', datatype: dtA, shape: shapeA, data: a },
-  { name: 'INPUT1', datatype: 'INT32', shape: shapeB, data: b },
-];
-const range = (n: number, f: (i: number) => number = (i) => i): number[] => Array.from({ length: n }, (_, i) => f(i));
 
 describe('health, metadata, configuration', () => {
   it('reports live and ready', async () => {
@@ -60,19 +57,7 @@ describe('health, metadata, configuration', () => {
     for (const p of ['/v2/models/simple', '/v2/models/simple/versions/1']) {
       const res = await get(url, p);
       expect(res.status).toBe(200);
-      expect(res.json()).toEqual({
-        name: 'simple',
-        versions: ['1'],
-        platform: 'onnxruntime_onnx',
-        inputs: [
-          { name: 'INPUT0', datatype: 'INT32', shape: [-1, 16] },
-          { name: 'INPUT1', datatype: 'INT32', shape: [-1, 16] },
-        ],
-        outputs: [
-          { name: 'OUTPUT0', datatype: 'INT32', shape: [-1, 16] },
-          { name: 'OUTPUT1', datatype: 'INT32', shape: [-1, 16] },
-        ],
-      });
+      expect(res.json()).toEqual(simpleMetadata('onnxruntime_onnx', 'http'));
     }
     const str = (await get(url, '/v2/models/identity_string')).json();
     expect(str.inputs).toEqual([{ name: 'INPUT0', datatype: 'BYTES', shape: [-1, -1] }]);
@@ -109,7 +94,7 @@ describe('health, metadata, configuration', () => {
     const stats = async () => (await get(url, '/v2/models/simple/stats')).json().model_stats[0];
     const before = await stats();
     expect(before).toMatchObject({ name: 'simple', version: '1' });
-    const res = await inferJson(url, 'simple', { inputs: simpleInputs(range(48), range(48), [3, 16], [3, 16]) });
+    const res = await inferJson(url, 'simple', { inputs: simpleJsonInputs(range(48), range(48), [3, 16], [3, 16]) });
     expect(res.status).toBe(200);
     const after = await stats();
     expect(after.inference_count - before.inference_count).toBe(3);
@@ -126,7 +111,7 @@ describe('inference results', () => {
     const r = rng(11);
     const a = range(16, () => Math.floor(r() * 1e6) - 5e5);
     const b = range(16, () => Math.floor(r() * 1e6) - 5e5);
-    const res = await inferJson(url, 'simple', { inputs: simpleInputs(a, b) });
+    const res = await inferJson(url, 'simple', { inputs: simpleJsonInputs(a, b) });
     expect(res.status).toBe(200);
     expect(res.headers['content-type']).toMatch(/application\/json/);
     const doc = res.json();
@@ -142,7 +127,7 @@ describe('inference results', () => {
   it('accepts nested JSON data arrays and a batch of several rows', async () => {
     const a = range(4, (r) => r).map((r) => range(16, (c) => r * 100 + c));
     const b = range(4, (r) => r).map((r) => range(16, (c) => c - r));
-    const res = await inferJson(url, 'simple', { inputs: simpleInputs(a as never, b as never, [4, 16], [4, 16]) });
+    const res = await inferJson(url, 'simple', { inputs: simpleJsonInputs(a, b, [4, 16], [4, 16]) });
     expect(res.status, res.text()).toBe(200);
     const out0 = res.json().outputs[0];
     expect(out0.shape).toEqual([4, 16]);
@@ -152,19 +137,19 @@ describe('inference results', () => {
   it('wraps int32 overflow like the model does (two’s complement)', async () => {
     const a = range(16, () => 2147483647);
     const b = range(16, () => 1);
-    const res = await inferJson(url, 'simple', { inputs: simpleInputs(a, b) });
+    const res = await inferJson(url, 'simple', { inputs: simpleJsonInputs(a, b) });
     expect(res.json().outputs[0].data).toEqual(range(16, () => (2147483647 + 1) | 0));
   });
 
   it('echoes the request id, and omits it when empty', async () => {
-    const res = await inferJson(url, 'simple', { id: 'req-äöü-42', inputs: simpleInputs(range(16), range(16)) });
+    const res = await inferJson(url, 'simple', { id: 'req-äöü-42', inputs: simpleJsonInputs(range(16), range(16)) });
     expect(res.json().id).toBe('req-äöü-42');
-    const res2 = await inferJson(url, 'simple', { id: '', inputs: simpleInputs(range(16), range(16)) });
+    const res2 = await inferJson(url, 'simple', { id: '', inputs: simpleJsonInputs(range(16), range(16)) });
     expect(res2.json()).not.toHaveProperty('id');
   });
 
   it('infers on an explicit version path', async () => {
-    const res = await inferJson(url, 'simple', { inputs: simpleInputs(range(16), range(16, () => 2)) }, '1');
+    const res = await inferJson(url, 'simple', { inputs: simpleJsonInputs(range(16), range(16, () => 2)) }, '1');
     expect(res.status).toBe(200);
     expect(res.json().outputs[1].data).toEqual(range(16, (i) => i - 2));
   });
@@ -172,9 +157,9 @@ describe('inference results', () => {
   it('returns only the requested outputs, in the requested order', async () => {
     const a = range(16, (i) => i * 3);
     const b = range(16, (i) => i);
-    const res = await inferJson(url, 'simple', { inputs: simpleInputs(a, b), outputs: [{ name: 'OUTPUT1' }] });
+    const res = await inferJson(url, 'simple', { inputs: simpleJsonInputs(a, b), outputs: [{ name: 'OUTPUT1' }] });
     expect(res.json().outputs).toEqual([{ name: 'OUTPUT1', datatype: 'INT32', shape: [1, 16], data: a.map((x, i) => x - b[i]!) }]);
-    const both = await inferJson(url, 'simple', { inputs: simpleInputs(a, b), outputs: [{ name: 'OUTPUT1' }, { name: 'OUTPUT0' }] });
+    const both = await inferJson(url, 'simple', { inputs: simpleJsonInputs(a, b), outputs: [{ name: 'OUTPUT1' }, { name: 'OUTPUT0' }] });
     expect(both.json().outputs.map((o: { name: string }) => o.name)).toEqual(['OUTPUT1', 'OUTPUT0']);
   });
 
@@ -384,7 +369,7 @@ describe('every datatype round trips through identity_<type>', () => {
 describe('compression', () => {
   const a = range(16, (i) => i * 9);
   const b = range(16, (i) => 100 - i);
-  const doc = { inputs: simpleInputs(a, b) };
+  const doc = { inputs: simpleJsonInputs(a, b) };
   const sum = a.map((x, i) => x + b[i]!);
 
   it.each([
@@ -537,7 +522,7 @@ describe('errors, each followed by a correct good request', () => {
     expect(server.alive()).toBe(true);
     await expectSimpleWorks(url);
   });
-  const good = () => simpleInputs(range(16), range(16));
+  const good = () => simpleJsonInputs(range(16), range(16));
 
   it('unknown model', async () => {
     // Triton core (model_lifecycle.cc GetModel) answers NOT_FOUND, which its HTTP front-end maps to 404.
@@ -556,7 +541,7 @@ describe('errors, each followed by a correct good request', () => {
 
   it('wrong datatype', async () => {
     expectError(
-      await inferJson(url, 'simple', { inputs: simpleInputs(range(16), range(16), [1, 16], [1, 16], 'FP32') }),
+      await inferJson(url, 'simple', { inputs: simpleJsonInputs(range(16), range(16), [1, 16], [1, 16], 'FP32') }),
       400,
       "[request id: <id_unknown>] inference input 'INPUT0' data-type is 'FP32', but model 'simple' expects 'INT32'",
     );
@@ -564,19 +549,16 @@ describe('errors, each followed by a correct good request', () => {
 
   it('wrong shape, with the request id and Triton’s NOTE', async () => {
     expectError(
-      await inferJson(url, 'simple', { id: 'shape-1', inputs: simpleInputs(range(8), range(8), [1, 8], [1, 8]) }),
+      await inferJson(url, 'simple', { id: 'shape-1', inputs: simpleJsonInputs(range(8), range(8), [1, 8], [1, 8]) }),
       400,
-      "[request id: shape-1] unexpected shape for input 'INPUT0' for model 'simple'. Expected [-1,16], got [1,8]. " +
-        'NOTE: Setting a non-zero max_batch_size in the model config requires a batch dimension to be prepended to each input shape. ' +
-        'If you want to specify the full shape including the batch dim in your input dims config, try setting max_batch_size to zero. ' +
-        'See the model configuration docs for more info on max_batch_size.',
+      `[request id: shape-1] unexpected shape for input 'INPUT0' for model 'simple'. Expected [-1,16], got [1,8]. ${MAX_BATCH_NOTE}`,
     );
   });
 
   it('shape without the batch dimension (the first dimension is taken as the batch, as in Triton)', async () => {
-    expectError(await inferJson(url, 'simple', { inputs: simpleInputs(range(16), range(16), [16], [16]) }), 400,
+    expectError(await inferJson(url, 'simple', { inputs: simpleJsonInputs(range(16), range(16), [16], [16]) }), 400,
       "[request id: <id_unknown>] inference request batch-size must be <= 8 for 'simple'");
-    const res = await inferJson(url, 'simple', { inputs: simpleInputs([1], [1], [1], [1]) });
+    const res = await inferJson(url, 'simple', { inputs: simpleJsonInputs([1], [1], [1], [1]) });
     expect(res.status).toBe(400);
     expect(res.json().error).toContain("unexpected shape for input 'INPUT0' for model 'simple'. Expected [-1,16], got [1]. NOTE:");
   });
@@ -609,7 +591,7 @@ describe('errors, each followed by a correct good request', () => {
 
   it('batch larger than max_batch_size', async () => {
     expectError(
-      await inferJson(url, 'simple', { inputs: simpleInputs(range(9 * 16), range(9 * 16), [9, 16], [9, 16]) }),
+      await inferJson(url, 'simple', { inputs: simpleJsonInputs(range(9 * 16), range(9 * 16), [9, 16], [9, 16]) }),
       400,
       "[request id: <id_unknown>] inference request batch-size must be <= 8 for 'simple'",
     );
@@ -617,7 +599,7 @@ describe('errors, each followed by a correct good request', () => {
 
   it('inputs with different batch sizes', async () => {
     expectError(
-      await inferJson(url, 'simple', { inputs: simpleInputs(range(32), range(16), [2, 16], [1, 16]) }),
+      await inferJson(url, 'simple', { inputs: simpleJsonInputs(range(32), range(16), [2, 16], [1, 16]) }),
       400,
       "[request id: <id_unknown>] input 'INPUT1' batch size does not match other inputs for 'simple'",
     );
@@ -633,7 +615,7 @@ describe('errors, each followed by a correct good request', () => {
 
   it('JSON data with the wrong element count (Triton qa L0_http: "Unable to parse \'data\'")', async () => {
     for (const n of [15, 18]) {
-      const res = await inferJson(url, 'simple', { inputs: simpleInputs(range(n), range(16)) });
+      const res = await inferJson(url, 'simple', { inputs: simpleJsonInputs(range(n), range(16)) });
       expect(res.status, res.text()).toBe(400);
       expect(res.json().error).toBe("Unable to parse 'data': Shape does not match true shape of 'data' field");
     }

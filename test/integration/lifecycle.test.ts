@@ -5,9 +5,11 @@ import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:f
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { get, inferJson, postJson } from './helpers/http.js';
-import { startServer, type ServerHandle } from './helpers/server.js';
-import { pendingRequests } from './helpers/metrics.js';
+import { get, inferJson, postJson } from '../helpers/http.js';
+import { startServer, type ServerHandle } from '../helpers/server.js';
+import { pendingRequests } from '../helpers/metrics.js';
+import { simpleJsonInputs } from '../helpers/simple.js';
+import { range } from '../helpers/tensors.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -19,16 +21,11 @@ function loadGenerator(url: string, workers = 4) {
   const loops = Array.from({ length: workers }, async (_, w) => {
     let i = 0;
     while (running) {
-      const a = Array.from({ length: 16 }, (_, k) => w * 1000 + i + k);
-      const b = Array.from({ length: 16 }, (_, k) => k);
+      const a = range(16, (k) => w * 1000 + i + k);
+      const b = range(16);
       i++;
       try {
-        const res = await inferJson(url, 'simple', {
-          inputs: [
-            { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], data: a },
-            { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], data: b },
-          ],
-        });
+        const res = await inferJson(url, 'simple', { inputs: simpleJsonInputs(a, b) });
         if (res.status !== 200) failures.push(`${res.status} ${res.text()}`);
         else {
           const out = res.json().outputs.find((o: { name: string }) => o.name === 'OUTPUT0').data as number[];
@@ -84,7 +81,7 @@ describe('poll mode under load', () => {
 
     // A changed config rolls the model over while it serves.
     const cfgFile = path.join(repo, 'simple', 'config.pbtxt');
-    writeFileSync(cfgFile, readFileSync(cfgFile, 'utf8') + '\ndynamic_batching { max_queue_delay_microseconds: 100 }\n');
+    writeFileSync(cfgFile, `${readFileSync(cfgFile, 'utf8')}\ndynamic_batching { max_queue_delay_microseconds: 100 }\n`);
     await waitFor('simple reloaded with dynamic batching', async () => {
       const cfg = (await get(server.url, '/v2/models/simple/config')).json();
       return cfg.dynamic_batching !== undefined;
@@ -97,13 +94,13 @@ describe('poll mode under load', () => {
 
     // A broken config leaves the serving version in place and reports why.
     const good = readFileSync(cfgFile, 'utf8');
-    writeFileSync(cfgFile, good + '\nthis is { not a config\n');
+    writeFileSync(cfgFile, `${good}\nthis is { not a config\n`);
     await waitFor('the failure is reported in the index', async () => {
       const idx = (await postJson(server.url, '/v2/repository/index', {})).json() as { name: string; reason?: string }[];
       return idx.some((r) => r.name === 'simple' && /reload failed/.test(r.reason ?? ''));
     });
     expect(await ready('simple', '2')).toBe(true);
-    writeFileSync(cfgFile, good + '\n# fixed\n');
+    writeFileSync(cfgFile, `${good}\n# fixed\n`);
 
     // A removed folder is unloaded.
     rmSync(path.join(repo, 'identity_int32'), { recursive: true, force: true });
@@ -169,10 +166,10 @@ describe('none mode refuses repository load/unload', () => {
 
 describe('graceful shutdown under load', () => {
   it('SIGTERM: every accepted request, executing or queued, over HTTP and gRPC, completes; then exit 0', async () => {
-    const { makeRepo, slowClassifier } = await import('./helpers/repo.js');
+    const { makeRepo, slowClassifier } = await import('../helpers/repo.js');
     const { buildImageClassifier } = await import('../../tools/onnx/models.js');
-    const { inferBinary } = await import('./helpers/http.js');
-    const { grpcClient } = await import('./helpers/grpc.js');
+    const { inferBinary } = await import('../helpers/http.js');
+    const { grpcClient } = await import('../helpers/grpc.js');
     const repo = makeRepo([slowClassifier('slow', buildImageClassifier().onnx)]);
     const server = await startServer(repo.dir);
     const client = grpcClient(server.grpcAddress);
@@ -195,7 +192,7 @@ describe('graceful shutdown under load', () => {
       });
       const stopped = server.stop(20_000);
       const results = await Promise.allSettled([...httpCalls, ...grpcCalls]);
-      results.forEach((r, i) => expect(r.status, `request ${i}: ${String((r as PromiseRejectedResult).reason)}`).toBe('fulfilled'));
+      for (const [i, r] of results.entries()) expect(r.status, `request ${i}: ${String((r as PromiseRejectedResult).reason)}`).toBe('fulfilled');
       for (const r of results.slice(0, 3)) expect((r as PromiseFulfilledResult<{ status: number }>).value.status).toBe(200);
       for (const r of results.slice(3)) {
         expect((r as PromiseFulfilledResult<{ outputs: { shape: (string | number)[] }[] }>).value.outputs[0]!.shape.map(Number)).toEqual([1, 11]);

@@ -1,9 +1,9 @@
 // The metrics endpoint with tritonserver's metric flags: CPU metrics on by default and sampled
 // every --metrics-interval-ms; --allow-cpu-metrics false leaves them out and keeps the rest.
 import { afterEach, describe, expect, it } from 'vitest';
-import { get } from './helpers/http.js';
-import { makeRepo, scaleConfig, scaleModel, type Repo } from './helpers/repo.js';
-import { startServer, type ServerHandle } from './helpers/server.js';
+import { get } from '../helpers/http.js';
+import { makeRepo, scaleConfig, scaleModel, type Repo } from '../helpers/repo.js';
+import { startServer, type ServerHandle } from '../helpers/server.js';
 
 describe('metrics flags', () => {
   let repo: Repo | undefined;

@@ -3,11 +3,11 @@
 // the queue fails the same way, and the statistics and metrics count them as failures.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildImageClassifier } from '../../tools/onnx/models.js';
-import { binaryBody, get, inferBinary, request } from './helpers/http.js';
-import { grpcClient, status, type GrpcClient } from './helpers/grpc.js';
-import { makeRepo, slowClassifier, type Repo } from './helpers/repo.js';
-import { waitPending as waitPendingOn } from './helpers/metrics.js';
-import { startServer, type ServerHandle } from './helpers/server.js';
+import { binaryBody, get, inferBinary, request } from '../helpers/http.js';
+import { grpcClient, status, type GrpcClient } from '../helpers/grpc.js';
+import { makeRepo, slowClassifier, type Repo } from '../helpers/repo.js';
+import { waitPending as waitPendingOn } from '../helpers/metrics.js';
+import { startServer, type ServerHandle } from '../helpers/server.js';
 
 const image = (n: number): Buffer => Buffer.from(new Float32Array(n * 3 * 224 * 224).fill(0.25).buffer);
 

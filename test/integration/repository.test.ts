@@ -5,15 +5,14 @@ import net from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildSimple } from '../../tools/onnx/models.js';
-import { expectSimpleWorks } from './helpers/checks.js';
-import { get, inferBinary, inferJson, type HttpResult } from './helpers/http.js';
-import { makeRepo, scaleConfig, scaleModel, transposeModel, type Repo } from './helpers/repo.js';
-import { ROOT } from './helpers/paths.js';
-import { runCli, runServerToExit, startServer, type ServerHandle } from './helpers/server.js';
-import { rawOf } from './helpers/tensors.js';
+import { expectSimpleWorks } from '../helpers/checks.js';
+import { get, inferBinary, inferJson, type HttpResult } from '../helpers/http.js';
+import { makeRepo, scaleConfig, scaleModel, transposeModel, type Repo } from '../helpers/repo.js';
+import { ROOT } from '../helpers/paths.js';
+import { runCli, runServerToExit, startServer, type ServerHandle } from '../helpers/server.js';
+import { range, rawOf } from '../helpers/tensors.js';
 
 const simple = buildSimple();
-const range = (n: number, f: (i: number) => number = (i) => i): number[] => Array.from({ length: n }, (_, i) => f(i));
 
 /** The simple model's config with `name` and a transformation of its text. */
 function simpleVariant(name: string, edit: (config: string) => string = (c) => c) {

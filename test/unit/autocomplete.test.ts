@@ -8,8 +8,9 @@ import type { ResolvedModelConfig } from '../../src/config/resolved.js';
 import type { IoSignature, ModelSignature } from '../../src/config/signature.js';
 import type { ModelConfig } from '../../src/config/types.js';
 import type { DataType } from '../../src/kernel/datatypes.js';
-import { ServalError } from '../../src/kernel/errors.js';
+import { expectServalError } from '../helpers/errors.js';
 import { resolveForTest } from '../helpers/resolve.js';
+import { simpleConfig } from '../helpers/simple.js';
 
 const io = (name: string, datatype: DataType | undefined, dims: number[] | undefined, rawType?: string): IoSignature => ({
   name,
@@ -36,15 +37,9 @@ const SIMPLE_STRING: ModelSignature = {
   outputs: [io('OUTPUT0', 'BYTES', [-1, 16], 'string'), io('OUTPUT1', 'BYTES', [-1, 16], 'string')],
 };
 
+/** The message of the INVALID_ARG error auto-complete fails with. */
 function autofillError(config: ModelConfig, sig: ModelSignature): string {
-  try {
-    autoCompleteConfig(config, sig);
-  } catch (e) {
-    expect(e).toBeInstanceOf(ServalError);
-    expect((e as ServalError).code).toBe('INVALID_ARG');
-    return (e as ServalError).message;
-  }
-  throw new Error('expected autoCompleteConfig to fail');
+  return expectServalError(() => autoCompleteConfig(config, sig), 'INVALID_ARG').message;
 }
 
 /** The auto-completed config must go through the server's own resolution and checks. */
@@ -56,21 +51,7 @@ describe('no configuration at all (config.pbtxt absent)', () => {
   it('makes a batchable model batch with the default max batch size 4 and dynamic batching', () => {
     const out = autoCompleteConfig({ name: 'simple' }, SIMPLE);
     expect(DEFAULT_MAX_BATCH_SIZE).toBe(4);
-    expect(out).toStrictEqual({
-      name: 'simple',
-      platform: 'onnxruntime_onnx',
-      backend: 'onnxruntime',
-      max_batch_size: 4,
-      dynamic_batching: {},
-      input: [
-        { name: 'INPUT0', data_type: 'TYPE_INT32', dims: [16] },
-        { name: 'INPUT1', data_type: 'TYPE_INT32', dims: [16] },
-      ],
-      output: [
-        { name: 'OUTPUT0', data_type: 'TYPE_INT32', dims: [16] },
-        { name: 'OUTPUT1', data_type: 'TYPE_INT32', dims: [16] },
-      ],
-    });
+    expect(out).toStrictEqual({ ...simpleConfig(4), platform: 'onnxruntime_onnx', backend: 'onnxruntime', dynamic_batching: {} });
     expect(loadable(out, SIMPLE, 'simple').maxBatchSize).toBe(4);
   });
 

@@ -5,31 +5,10 @@ import {
   DATATYPES, ExactInteger, countBytesElements, elementCount, elementSize, floatToHalf, fromConfigType, fromOrtType, halfToFloat,
   isDataType, joinBytes, jsonToRaw, rawToJson, splitBytes, toConfigType, toOrtType, typedView, type DataType,
 } from '../../src/kernel/datatypes.js';
-import { ServalError } from '../../src/kernel/errors.js';
-import { SIZE, bytesRaw, halfToNumber, rawOf } from '../integration/helpers/tensors.js';
 import { encodeJson, parseJsonExact } from '../../src/kernel/json.js';
-
-// ---------------------------------------------------------------------------------------------
-// Independent helpers (never derived from the code under test).
-
-// Reference encoders written independently of src/core (shared with the integration tests).
-const SIZES = SIZE;
-const le = rawOf;
-const lengthPrefixed = bytesRaw;
-
-const half = halfToNumber;
-
-function servalError(fn: () => unknown): ServalError {
-  try {
-    fn();
-  } catch (e) {
-    expect(e).toBeInstanceOf(ServalError);
-    return e as ServalError;
-  }
-  throw new Error('expected a ServalError, nothing was thrown');
-}
-
-// ---------------------------------------------------------------------------------------------
+import { expectServalError } from '../helpers/errors.js';
+// Reference encoders written independently of src/kernel (shared with the integration tests).
+import { SIZE, bytesRaw, halfToNumber, rawOf } from '../helpers/tensors.js';
 
 describe('datatype tables', () => {
   it('lists the 13 KServe v2 datatypes', () => {
@@ -41,7 +20,7 @@ describe('datatype tables', () => {
   });
 
   it('element sizes', () => {
-    for (const [dt, size] of Object.entries(SIZES)) expect(elementSize(dt as DataType), dt).toBe(size);
+    for (const [dt, size] of Object.entries(SIZE)) expect(elementSize(dt as DataType), dt).toBe(size);
     expect(elementSize('BYTES')).toBe(0);
   });
 
@@ -91,39 +70,39 @@ describe('JSON data → raw bytes → JSON, every datatype', () => {
 
   it.each(cases)('%s', (dt, values) => {
     const raw = jsonToRaw(dt, values, 'x');
-    expect(raw.equals(le(dt, values))).toBe(true);
+    expect(raw.equals(rawOf(dt, values))).toBe(true);
     expect(rawToJson(dt, raw, 'x')).toEqual(dt === 'FP32' ? values.map((v) => Math.fround(v as number)) : values);
   });
 
   it('FP16: exact halves are exact, others round to the nearest half', () => {
     const bits = [0x0000, 0x8000, 0x3c00, 0xc000, 0x7bff, 0x0001, 0x0400, 0x3555];
-    const values = bits.map(half);
+    const values = bits.map(halfToNumber);
     const raw = jsonToRaw('FP16', values, 'x');
-    expect(raw.equals(le('FP16', bits))).toBe(true);
+    expect(raw.equals(rawOf('FP16', bits))).toBe(true);
     expect(rawToJson('FP16', raw, 'x')).toEqual(values);
     // 0.1 lies between the halves 0x2e66 and 0x2e67; 0x2e66 is nearer.
-    expect(Math.abs(half(0x2e66) - 0.1)).toBeLessThan(Math.abs(half(0x2e67) - 0.1));
-    expect(jsonToRaw('FP16', [0.1], 'x').equals(le('FP16', [0x2e66]))).toBe(true);
+    expect(Math.abs(halfToNumber(0x2e66) - 0.1)).toBeLessThan(Math.abs(halfToNumber(0x2e67) - 0.1));
+    expect(jsonToRaw('FP16', [0.1], 'x').equals(rawOf('FP16', [0x2e66]))).toBe(true);
   });
 
   it('BYTES: strings become length-prefixed UTF-8 and back', () => {
     const s = ['', 'a', 'ünïcødé', '🦭', 'x'.repeat(300)];
     const raw = jsonToRaw('BYTES', s, 'x');
-    expect(raw.equals(lengthPrefixed(s))).toBe(true);
+    expect(raw.equals(bytesRaw(s))).toBe(true);
     expect(rawToJson('BYTES', raw, 'x')).toEqual(s);
   });
 
   it('flattens nested arrays in row-major order', () => {
-    expect(jsonToRaw('INT32', [[1, 2], [3, [4, 5]]], 'x').equals(le('INT32', [1, 2, 3, 4, 5]))).toBe(true);
-    expect(jsonToRaw('INT32', 7, 'x').equals(le('INT32', [7]))).toBe(true);
-    expect(jsonToRaw('BYTES', [['a'], ['b', 'c']], 'x').equals(lengthPrefixed(['a', 'b', 'c']))).toBe(true);
+    expect(jsonToRaw('INT32', [[1, 2], [3, [4, 5]]], 'x').equals(rawOf('INT32', [1, 2, 3, 4, 5]))).toBe(true);
+    expect(jsonToRaw('INT32', 7, 'x').equals(rawOf('INT32', [7]))).toBe(true);
+    expect(jsonToRaw('BYTES', [['a'], ['b', 'c']], 'x').equals(bytesRaw(['a', 'b', 'c']))).toBe(true);
   });
 
   it('64-bit integers accept bigint, exactly, across the whole range', () => {
     const u = [0n, 2n ** 53n + 1n, 2n ** 64n - 1n];
     const i = [-(2n ** 63n), 2n ** 63n - 1n, -(2n ** 53n) - 1n];
-    expect(jsonToRaw('UINT64', u, 'x').equals(le('UINT64', u))).toBe(true);
-    expect(jsonToRaw('INT64', i, 'x').equals(le('INT64', i))).toBe(true);
+    expect(jsonToRaw('UINT64', u, 'x').equals(rawOf('UINT64', u))).toBe(true);
+    expect(jsonToRaw('INT64', i, 'x').equals(rawOf('INT64', i))).toBe(true);
   });
 
   it('rejects values outside the datatype, naming the value and the type', () => {
@@ -133,26 +112,26 @@ describe('JSON data → raw bytes → JSON, every datatype', () => {
       ['UINT64', 2n ** 64n], ['INT64', 2n ** 63n], ['INT64', 0.5], ['FP32', '1.0'], ['FP64', true], ['FP16', null],
     ];
     for (const [dt, v] of bad) {
-      const e = servalError(() => jsonToRaw(dt, [v], "input 'IN'"));
+      const e = expectServalError(() => jsonToRaw(dt, [v], "input 'IN'"));
       expect(e.code, `${dt} ${String(v)}`).toBe('INVALID_ARG');
       expect(e.message).toMatch(new RegExp(`^input 'IN': value .* is not a valid ${dt}$`));
     }
-    const e = servalError(() => jsonToRaw('BYTES', ['ok', 5], "input 'S'"));
+    const e = expectServalError(() => jsonToRaw('BYTES', ['ok', 5], "input 'S'"));
     expect(e.message).toBe("input 'S': expected a string for a BYTES element, got 5");
   });
 
   it('rawToJson gives exact integers beyond 2^53 as ExactInteger, safe ones as numbers', () => {
-    const out = rawToJson('UINT64', le('UINT64', [5n, 2n ** 64n - 1n]), 'x');
+    const out = rawToJson('UINT64', rawOf('UINT64', [5n, 2n ** 64n - 1n]), 'x');
     expect(out[0]).toBe(5);
     expect(out[1]).toBeInstanceOf(ExactInteger);
     expect((out[1] as ExactInteger).value).toBe(2n ** 64n - 1n);
-    const neg = rawToJson('INT64', le('INT64', [-(2n ** 63n)]), 'x');
+    const neg = rawToJson('INT64', rawOf('INT64', [-(2n ** 63n)]), 'x');
     expect((neg[0] as ExactInteger).value).toBe(-(2n ** 63n));
   });
 
   it('typedView reads unaligned buffers correctly', () => {
     const backing = Buffer.alloc(1 + 8 * 3);
-    le('FP64', [1.5, -2.25, 1e-300]).copy(backing, 1);
+    rawOf('FP64', [1.5, -2.25, 1e-300]).copy(backing, 1);
     const view = typedView('FP64', backing.subarray(1));
     expect(Array.from(view as Float64Array)).toEqual([1.5, -2.25, 1e-300]);
     const i16 = typedView('INT16', backing.subarray(1, 7));
@@ -163,7 +142,7 @@ describe('JSON data → raw bytes → JSON, every datatype', () => {
 describe('IEEE half precision', () => {
   it('halfToFloat agrees with the definition for all 65536 patterns', () => {
     for (let h = 0; h < 0x10000; h++) {
-      const want = half(h);
+      const want = halfToNumber(h);
       const got = halfToFloat(h);
       if (Number.isNaN(want)) expect(got).toBeNaN();
       else if (got !== want) expect(got, `0x${h.toString(16)}`).toBe(want);
@@ -172,8 +151,8 @@ describe('IEEE half precision', () => {
 
   it('floatToHalf(halfToFloat(h)) === h for every non-NaN pattern (incl. ±0, subnormals, ±Inf)', () => {
     for (let h = 0; h < 0x10000; h++) {
-      if (Number.isNaN(half(h))) continue;
-      const back = floatToHalf(half(h));
+      if (Number.isNaN(halfToNumber(h))) continue;
+      const back = floatToHalf(halfToNumber(h));
       if (back !== h) expect(back, `0x${h.toString(16)}`).toBe(h);
     }
   });
@@ -185,8 +164,8 @@ describe('IEEE half precision', () => {
 
   it('rounds to nearest, ties to even, between every pair of adjacent finite halves', () => {
     for (let h = 0; h < 0x7bff; h++) {
-      const lo = half(h);
-      const hi = half(h + 1);
+      const lo = halfToNumber(h);
+      const hi = halfToNumber(h + 1);
       const mid = (lo + hi) / 2; // exact in float32: halves have 11 significant bits
       expect(Math.fround(mid)).toBe(mid);
       const even = (h & 1) === 0 ? h : h + 1;
@@ -218,7 +197,7 @@ describe('BYTES framing', () => {
   it('joinBytes and splitBytes are inverse, and match the wire format', () => {
     const elements = ['', 'abc', 'ünï', '\u0000\u0001', 'y'.repeat(70000)];
     const joined = joinBytes(elements);
-    expect(joined.equals(lengthPrefixed(elements))).toBe(true);
+    expect(joined.equals(bytesRaw(elements))).toBe(true);
     expect(splitBytes(joined, 'x').map((b) => Buffer.from(b).toString())).toEqual(elements);
     expect(countBytesElements(joined, 'x')).toBe(5);
     const bin = [Uint8Array.of(0xff, 0x00), Uint8Array.of()];
@@ -238,16 +217,16 @@ describe('BYTES framing', () => {
   });
 
   it('rejects a truncated length prefix', () => {
-    const buf = Buffer.concat([lengthPrefixed(['ab']), Buffer.from([1, 0])]);
-    const e = servalError(() => splitBytes(buf, "input 'S'"));
+    const buf = Buffer.concat([bytesRaw(['ab']), Buffer.from([1, 0])]);
+    const e = expectServalError(() => splitBytes(buf, "input 'S'"));
     expect(e.code).toBe('INVALID_ARG');
     expect(e.message).toBe("input 'S': malformed BYTES data, truncated 4-byte length prefix at byte 6");
   });
 
   it('rejects an element running past the end', () => {
-    const buf = lengthPrefixed(['abc']);
+    const buf = bytesRaw(['abc']);
     buf.writeUInt32LE(100, 0);
-    const e = servalError(() => countBytesElements(buf, "input 'S'"));
+    const e = expectServalError(() => countBytesElements(buf, "input 'S'"));
     expect(e.message).toBe("input 'S': malformed BYTES data, element of length 100 at byte 0 runs past the end of the 7-byte buffer");
     const huge = Buffer.from([0xff, 0xff, 0xff, 0xff]);
     expect(() => splitBytes(huge, 'x')).toThrow(/runs past the end of the 4-byte buffer/);
@@ -272,7 +251,7 @@ describe('exact 64-bit integers in JSON (core/json.ts)', () => {
 
   it('rawToJson → encodeJson keeps UINT64 values above 2^53 exact', () => {
     const values = [2n ** 53n + 1n, 2n ** 64n - 1n, 3n];
-    const json = encodeJson({ data: rawToJson('UINT64', le('UINT64', values), 'x') });
+    const json = encodeJson({ data: rawToJson('UINT64', rawOf('UINT64', values), 'x') });
     expect(json).toBe(`{"data":[${values.join(',')}]}`);
   });
 

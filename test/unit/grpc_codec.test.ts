@@ -1,46 +1,19 @@
 // src/frontends/grpc/infer_codec.ts: ModelInfer messages ⇄ core requests/responses.
 import { describe, expect, it } from 'vitest';
-import { ServalError } from '../../src/kernel/errors.js';
+import type { ServalError } from '../../src/kernel/errors.js';
 import { decodeGrpcInfer, encodeGrpcInfer, toGrpcParams, type GrpcInferRequest } from '../../src/frontends/grpc/infer_codec.js';
-
-const bytes = (u: Uint8Array): Buffer => Buffer.from(u.buffer, u.byteOffset, u.byteLength);
-
-function le(write: (b: Buffer, v: never, o: number) => void, size: number, values: unknown[]): Buffer {
-  const b = Buffer.alloc(values.length * size);
-  values.forEach((v, i) => write(b, v as never, i * size));
-  return b;
-}
-const W = {
-  bool: (b: Buffer, v: boolean, o: number) => b.writeUInt8(v ? 1 : 0, o),
-  u8: (b: Buffer, v: number, o: number) => b.writeUInt8(v, o),
-  u16: (b: Buffer, v: number, o: number) => b.writeUInt16LE(v, o),
-  u32: (b: Buffer, v: number, o: number) => b.writeUInt32LE(v, o),
-  u64: (b: Buffer, v: string, o: number) => b.writeBigUInt64LE(BigInt(v), o),
-  i8: (b: Buffer, v: number, o: number) => b.writeInt8(v, o),
-  i16: (b: Buffer, v: number, o: number) => b.writeInt16LE(v, o),
-  i32: (b: Buffer, v: number, o: number) => b.writeInt32LE(v, o),
-  i64: (b: Buffer, v: string, o: number) => b.writeBigInt64LE(BigInt(v), o),
-  f32: (b: Buffer, v: number, o: number) => b.writeFloatLE(v, o),
-  f64: (b: Buffer, v: number, o: number) => b.writeDoubleLE(v, o),
-};
+import { expectServalError } from '../helpers/errors.js';
+import { asBuffer, rawOf } from '../helpers/tensors.js';
 
 function msg(inputs: GrpcInferRequest['inputs'], extra: Partial<GrpcInferRequest> = {}): GrpcInferRequest {
   return { model_name: 'm', model_version: '', id: '', inputs, ...extra };
 }
 
-function decodeError(m: GrpcInferRequest): ServalError {
-  try {
-    decodeGrpcInfer(m);
-  } catch (e) {
-    expect(e).toBeInstanceOf(ServalError);
-    return e as ServalError;
-  }
-  throw new Error('expected decodeGrpcInfer to fail');
-}
+const decodeError = (m: GrpcInferRequest): ServalError => expectServalError(() => decodeGrpcInfer(m));
 
 describe('decodeGrpcInfer: raw_input_contents', () => {
   it('uses the raw buffers as they are (no copy), with numeric shapes', () => {
-    const a = le(W.i32, 4, [1, 2, 3]);
+    const a = rawOf('INT32', [1, 2, 3]);
     const b = Buffer.from([9, 8]);
     const req = decodeGrpcInfer(
       msg(
@@ -83,40 +56,40 @@ describe('decodeGrpcInfer: raw_input_contents', () => {
 
   it('empty typed contents next to raw contents are fine (proto3 defaults)', () => {
     const req = decodeGrpcInfer(msg([{ name: 'A', datatype: 'INT32', shape: [1], contents: { int_contents: [], fp32_contents: [] } }], {
-      raw_input_contents: [le(W.i32, 4, [5])],
+      raw_input_contents: [rawOf('INT32', [5])],
     }));
-    expect(bytes(req.inputs[0]!.data).equals(le(W.i32, 4, [5]))).toBe(true);
+    expect(asBuffer(req.inputs[0]!.data).equals(rawOf('INT32', [5]))).toBe(true);
   });
 });
 
 describe('decodeGrpcInfer: typed InferTensorContents', () => {
   const cases: [string, string, unknown[], Buffer][] = [
-    ['BOOL', 'bool_contents', [true, false, true], le(W.bool, 1, [true, false, true])],
-    ['UINT8', 'uint_contents', [0, 7, 255], le(W.u8, 1, [0, 7, 255])],
-    ['UINT16', 'uint_contents', [0, 65535], le(W.u16, 2, [0, 65535])],
-    ['UINT32', 'uint_contents', [1, 4294967295], le(W.u32, 4, [1, 4294967295])],
-    ['UINT64', 'uint64_contents', ['18446744073709551615', '9007199254740993', 3], le(W.u64, 8, ['18446744073709551615', '9007199254740993', '3'])],
-    ['INT8', 'int_contents', [-128, 127], le(W.i8, 1, [-128, 127])],
-    ['INT16', 'int_contents', [-32768, 32767], le(W.i16, 2, [-32768, 32767])],
-    ['INT32', 'int_contents', [-2147483648, 2147483647], le(W.i32, 4, [-2147483648, 2147483647])],
-    ['INT64', 'int64_contents', ['-9223372036854775808', '9223372036854775807', -5], le(W.i64, 8, ['-9223372036854775808', '9223372036854775807', '-5'])],
-    ['FP32', 'fp32_contents', [1.5, -0.1], le(W.f32, 4, [1.5, -0.1])],
-    ['FP64', 'fp64_contents', [0.1 + 0.2, -1e300], le(W.f64, 8, [0.1 + 0.2, -1e300])],
+    ['BOOL', 'bool_contents', [true, false, true], rawOf('BOOL', [true, false, true])],
+    ['UINT8', 'uint_contents', [0, 7, 255], rawOf('UINT8', [0, 7, 255])],
+    ['UINT16', 'uint_contents', [0, 65535], rawOf('UINT16', [0, 65535])],
+    ['UINT32', 'uint_contents', [1, 4294967295], rawOf('UINT32', [1, 4294967295])],
+    ['UINT64', 'uint64_contents', ['18446744073709551615', '9007199254740993', 3], rawOf('UINT64', [18446744073709551615n, 9007199254740993n, 3n])],
+    ['INT8', 'int_contents', [-128, 127], rawOf('INT8', [-128, 127])],
+    ['INT16', 'int_contents', [-32768, 32767], rawOf('INT16', [-32768, 32767])],
+    ['INT32', 'int_contents', [-2147483648, 2147483647], rawOf('INT32', [-2147483648, 2147483647])],
+    ['INT64', 'int64_contents', ['-9223372036854775808', '9223372036854775807', -5], rawOf('INT64', [-9223372036854775808n, 9223372036854775807n, -5n])],
+    ['FP32', 'fp32_contents', [1.5, -0.1], rawOf('FP32', [1.5, -0.1])],
+    ['FP64', 'fp64_contents', [0.1 + 0.2, -1e300], rawOf('FP64', [0.1 + 0.2, -1e300])],
   ];
 
   it.each(cases)('%s from %s', (dt, field, values, expected) => {
     const req = decodeGrpcInfer(msg([{ name: 'A', datatype: dt, shape: [values.length], contents: { [field]: values } }]));
-    expect(bytes(req.inputs[0]!.data).equals(expected)).toBe(true);
+    expect(asBuffer(req.inputs[0]!.data).equals(expected)).toBe(true);
   });
 
   it('BYTES from bytes_contents', () => {
     const req = decodeGrpcInfer(msg([{ name: 'S', datatype: 'BYTES', shape: [3], contents: { bytes_contents: [Buffer.from('ab'), Buffer.alloc(0), Buffer.from([0xff])] } }]));
-    expect(bytes(req.inputs[0]!.data).equals(Buffer.from([2, 0, 0, 0, 0x61, 0x62, 0, 0, 0, 0, 1, 0, 0, 0, 0xff]))).toBe(true);
+    expect(asBuffer(req.inputs[0]!.data).equals(Buffer.from([2, 0, 0, 0, 0x61, 0x62, 0, 0, 0, 0, 1, 0, 0, 0, 0xff]))).toBe(true);
   });
 
   it('reads only the field that belongs to the datatype', () => {
     const req = decodeGrpcInfer(msg([{ name: 'A', datatype: 'INT32', shape: [2], contents: { int_contents: [1, 2], fp32_contents: [9] } }]));
-    expect(bytes(req.inputs[0]!.data).equals(le(W.i32, 4, [1, 2]))).toBe(true);
+    expect(asBuffer(req.inputs[0]!.data).equals(rawOf('INT32', [1, 2]))).toBe(true);
   });
 
   it('missing contents give an empty tensor (the byte-size check reports it later)', () => {
@@ -173,7 +146,7 @@ describe('decodeGrpcInfer: parameters and outputs', () => {
 
 describe('encodeGrpcInfer and toGrpcParams', () => {
   it('puts every output into raw_output_contents, in order, byte for byte', () => {
-    const a = le(W.i32, 4, [1, 2]);
+    const a = rawOf('INT32', [1, 2]);
     const backing = Buffer.alloc(32);
     const s = backing.subarray(5, 5 + 9);
     Buffer.from([5, 0, 0, 0, 104, 101, 108, 108, 111]).copy(s);

@@ -1,34 +1,25 @@
 // src/frontends/grpc/server.ts in-process: a grpc-js server on 127.0.0.1, port 0, against a real
 // InferenceCore over the test backend (no spawned server, no ONNX Runtime), and against a fake
 // CoreApi for the one error path. test/integration/grpc_api.test.ts drives the same calls end to end.
-import * as grpc from '@grpc/grpc-js';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type GrpcServer, startGrpcServer } from '../../src/frontends/grpc/server.js';
 import { buildHttpServer } from '../../src/frontends/http/server.js';
 import { buildRegistry } from '../../src/frontends/metrics/metrics.js';
-import { capturedLogger, fakeCore, fromI32, grpcTestClient, i32, range, type TestGrpcClient } from '../helpers/frontends.js';
-import { SIMPLE_TEST_MODEL, startTestCore, type TestCore, type TestModel } from '../helpers/test_core.js';
+import { expectGrpcReady } from '../helpers/checks.js';
+import { MAX_BATCH_NOTE } from '../helpers/errors.js';
+import { capturedLogger, fakeCore } from '../helpers/frontends.js';
+import { expectGrpcError, type GrpcClient, grpcClient, status } from '../helpers/grpc.js';
+import { simpleGrpcRequest, simpleMetadata } from '../helpers/simple.js';
+import { fromI32, i32, range } from '../helpers/tensors.js';
+import { identityTestModel, SIMPLE_TEST_MODEL, startTestCore, type TestCore } from '../helpers/test_core.js';
 
-const status = grpc.status;
 const UNKNOWN = (m: string): string => `Request for unknown model: '${m}' is not found`;
 
 /** FP32 identity with a configured instance group of 2 and dynamic batching. */
-const IDENTITY_FP32: TestModel = {
-  name: 'identity_fp32',
-  config: `name: "identity_fp32"
-backend: "serval_test"
-max_batch_size: 4
-input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 3 ] } ]
-output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 3 ] } ]
-instance_group [ { count: 2 kind: KIND_CPU } ]
-dynamic_batching { max_queue_delay_microseconds: 100 }`,
-  model: {
-    op: 'identity',
-    inputs: [{ name: 'INPUT0', datatype: 'FP32', rawType: 'FP32', dims: [-1, 3] }],
-    outputs: [{ name: 'OUTPUT0', datatype: 'FP32', rawType: 'FP32', dims: [-1, 3] }],
-  },
-};
+const IDENTITY_FP32 = identityTestModel('identity_fp32', 'FP32', [3], 4, {
+  extraConfig: 'instance_group [ { count: 2 kind: KIND_CPU } ]\ndynamic_batching { max_queue_delay_microseconds: 100 }',
+});
 
 interface Tensor {
   name: string;
@@ -57,19 +48,6 @@ interface StatisticsReply {
   }[];
 }
 
-function simpleRequest(a: number[], b: number[], extra: Record<string, unknown> = {}): Record<string, unknown> {
-  const rows = a.length / 16;
-  return {
-    model_name: 'simple',
-    inputs: [
-      { name: 'INPUT0', datatype: 'INT32', shape: [rows, 16] },
-      { name: 'INPUT1', datatype: 'INT32', shape: [rows, 16] },
-    ],
-    raw_input_contents: [i32(a), i32(b)],
-    ...extra,
-  };
-}
-
 /**
  * The part of a gRPC message that the JSON document `like` has, 64-bit numbers (strings over
  * gRPC) as numbers: equal to `like` exactly when the message carries every field `like` carries
@@ -89,7 +67,7 @@ function projectOnto(like: unknown, msg: unknown): unknown {
 describe('the gRPC front-end over a real core', () => {
   let t: TestCore;
   let g: GrpcServer;
-  let client: TestGrpcClient;
+  let client: GrpcClient;
   let lines: string[];
 
   beforeAll(async () => {
@@ -97,7 +75,7 @@ describe('the gRPC front-end over a real core', () => {
     const logged = capturedLogger();
     lines = logged.lines;
     g = await startGrpcServer(t.core, logged.log, '127.0.0.1', 0);
-    client = grpcTestClient(`127.0.0.1:${g.port}`);
+    client = grpcClient(`127.0.0.1:${g.port}`);
   });
   afterAll(async () => {
     client?.close();
@@ -116,24 +94,14 @@ describe('the gRPC front-end over a real core', () => {
 
   describe('health, metadata, configuration, statistics', () => {
     it('ServerLive, ServerReady, ModelReady', async () => {
-      expect(await client.call('ServerLive', {})).toEqual({ live: true });
-      expect(await client.call('ServerReady', {})).toEqual({ ready: true });
-      expect(await client.call('ModelReady', { name: 'simple', version: '' })).toEqual({ ready: true });
-      expect(await client.call('ModelReady', { name: 'simple', version: '1' })).toEqual({ ready: true });
-      expect(await client.call('ModelReady', { name: 'simple', version: '3' })).toEqual({ ready: false });
-      expect(await client.call('ModelReady', { name: 'nope', version: '' })).toEqual({ ready: false });
+      await expectGrpcReady(client);
     });
 
     it('grpc.health.v1 Check', async () => {
-      const health = grpcTestClient(`127.0.0.1:${g.port}`, 'grpc.health.v1.Health');
-      try {
-        expect(await health.call('Check', { service: '' })).toEqual({ status: 'SERVING' });
-        expect(await health.call('Check', { service: 'inference.GRPCInferenceService' })).toEqual({ status: 'SERVING' });
-        const e = await health.error('Check', { service: 'some.other.Service' });
-        expect([e.code, e.details]).toEqual([status.NOT_FOUND, "unknown service 'some.other.Service'"]);
-      } finally {
-        health.close();
-      }
+      expect(await client.health('')).toEqual({ status: 'SERVING' });
+      expect(await client.health('inference.GRPCInferenceService')).toEqual({ status: 'SERVING' });
+      const e = await client.healthError('some.other.Service');
+      expect([e.code, e.details]).toEqual([status.NOT_FOUND, "unknown service 'some.other.Service'"]);
     });
 
     it('ServerMetadata', async () => {
@@ -141,19 +109,7 @@ describe('the gRPC front-end over a real core', () => {
     });
 
     it('ModelMetadata, by model and by version', async () => {
-      const expected = {
-        name: 'simple',
-        versions: ['1'],
-        platform: '',
-        inputs: [
-          { name: 'INPUT0', datatype: 'INT32', shape: ['-1', '16'] },
-          { name: 'INPUT1', datatype: 'INT32', shape: ['-1', '16'] },
-        ],
-        outputs: [
-          { name: 'OUTPUT0', datatype: 'INT32', shape: ['-1', '16'] },
-          { name: 'OUTPUT1', datatype: 'INT32', shape: ['-1', '16'] },
-        ],
-      };
+      const expected = simpleMetadata('', 'grpc');
       expect(await client.call('ModelMetadata', { name: 'simple', version: '' })).toEqual(expected);
       expect(await client.call('ModelMetadata', { name: 'simple', version: '1' })).toEqual(expected);
     });
@@ -214,7 +170,7 @@ describe('the gRPC front-end over a real core', () => {
       const stat = async () => (await client.call<StatisticsReply>('ModelStatistics', { name: 'simple', version: '' })).model_stats;
       const [before] = await stat();
       expect(before).toMatchObject({ name: 'simple', version: '1' });
-      await client.call('ModelInfer', simpleRequest(range(48), range(48)));
+      await client.call('ModelInfer', simpleGrpcRequest(range(48), range(48)));
       const [after] = await stat();
       const delta = (f: (s: NonNullable<typeof after>) => string) => Number(f(after!)) - Number(f(before!));
       expect(delta((s) => s.inference_count)).toBe(3);
@@ -244,7 +200,7 @@ describe('the gRPC front-end over a real core', () => {
     it('raw_input_contents in, raw_output_contents out: sum and difference, the id echoed', async () => {
       const a = range(16, (i) => i * 1_000_003 - 7);
       const b = range(16, (i) => 5 - i * 31);
-      const res = await client.call<InferReply>('ModelInfer', simpleRequest(a, b, { id: 'grpc-req-1' }));
+      const res = await client.call<InferReply>('ModelInfer', simpleGrpcRequest(a, b, { id: 'grpc-req-1' }));
       expect(res.model_name).toBe('simple');
       expect(res.model_version).toBe('1');
       expect(res.id).toBe('grpc-req-1');
@@ -274,7 +230,7 @@ describe('the gRPC front-end over a real core', () => {
 
     it('returns only the requested outputs', async () => {
       const a = range(16, (i) => i * i);
-      const res = await client.call<InferReply>('ModelInfer', simpleRequest(a, range(16), { outputs: [{ name: 'OUTPUT1' }] }));
+      const res = await client.call<InferReply>('ModelInfer', simpleGrpcRequest(a, range(16), { outputs: [{ name: 'OUTPUT1' }] }));
       expect(res.outputs.map((o) => o.name)).toEqual(['OUTPUT1']);
       expect(res.raw_output_contents).toHaveLength(1);
       expect(fromI32(res.raw_output_contents[0]!)).toEqual(a.map((x, i) => x - i));
@@ -296,25 +252,23 @@ describe('the gRPC front-end over a real core', () => {
     const a = range(16);
     afterEach(async () => {
       // Every refusal leaves the server answering good requests.
-      const res = await client.call<InferReply>('ModelInfer', simpleRequest(a, a));
+      const res = await client.call<InferReply>('ModelInfer', simpleGrpcRequest(a, a));
       expect(fromI32(res.raw_output_contents[0]!)).toEqual(a.map((x) => 2 * x));
     });
 
-    async function expectInferError(req: Record<string, unknown>, code: number, details: string): Promise<void> {
-      const e = await client.error('ModelInfer', req);
-      expect({ code: e.code, details: e.details }).toEqual({ code, details });
-    }
+    const expectInferError = (req: Record<string, unknown>, code: number, details: string) =>
+      expectGrpcError(client, 'ModelInfer', req, code, details);
     const withInput = (i: number, patch: Record<string, unknown>, extra: Record<string, unknown> = {}) => {
-      const req = simpleRequest(a, a, extra);
+      const req = simpleGrpcRequest(a, a, extra);
       const inputs = req.inputs as Record<string, unknown>[];
       inputs[i] = { ...inputs[i], ...patch };
       return req;
     };
 
     it('unknown model and version: NOT_FOUND (5)', async () => {
-      await expectInferError({ ...simpleRequest(a, a), model_name: 'no_such_model' }, 5, UNKNOWN('no_such_model'));
+      await expectInferError({ ...simpleGrpcRequest(a, a), model_name: 'no_such_model' }, 5, UNKNOWN('no_such_model'));
       await expectInferError(
-        { ...simpleRequest(a, a), model_version: '999' },
+        { ...simpleGrpcRequest(a, a), model_version: '999' },
         5,
         "Request for unknown model: 'simple' version 999 is not found",
       );
@@ -332,21 +286,18 @@ describe('the gRPC front-end over a real core', () => {
       await expectInferError(
         withInput(1, { shape: [1, 4, 4] }, { id: 'g-shape' }),
         3,
-        "[request id: g-shape] unexpected shape for input 'INPUT1' for model 'simple'. Expected [-1,16], got [1,4,4]. " +
-          'NOTE: Setting a non-zero max_batch_size in the model config requires a batch dimension to be prepended to each input shape. ' +
-          'If you want to specify the full shape including the batch dim in your input dims config, try setting max_batch_size to zero. ' +
-          'See the model configuration docs for more info on max_batch_size.',
+        `[request id: g-shape] unexpected shape for input 'INPUT1' for model 'simple'. Expected [-1,16], got [1,4,4]. ${MAX_BATCH_NOTE}`,
       );
     });
 
     it('byte size that does not match the shape: INVALID_ARGUMENT (3)', async () => {
       await expectInferError(
-        { ...simpleRequest(a, a), raw_input_contents: [i32(a), i32(range(20))] },
+        { ...simpleGrpcRequest(a, a), raw_input_contents: [i32(a), i32(range(20))] },
         3,
         "[request id: <id_unknown>] input byte size mismatch for input 'INPUT1' for model 'simple'. Expected 64, got 80",
       );
       await expectInferError(
-        { ...simpleRequest(a, a), raw_input_contents: [i32(a)] },
+        { ...simpleGrpcRequest(a, a), raw_input_contents: [i32(a)] },
         3,
         'raw_input_contents has 1 entries but the request has 2 inputs; give raw contents for every input or for none',
       );
@@ -374,7 +325,7 @@ describe('the gRPC front-end over a real core', () => {
         "input 'INPUT0': shared memory inputs are not supported by this server",
       );
       await expectInferError(
-        simpleRequest(a, a, { outputs: [{ name: 'OUTPUT0', parameters: shm }] }),
+        simpleGrpcRequest(a, a, { outputs: [{ name: 'OUTPUT0', parameters: shm }] }),
         12,
         "output 'OUTPUT0': shared memory outputs are not supported by this server",
       );
@@ -382,7 +333,7 @@ describe('the gRPC front-end over a real core', () => {
 
     it('classification -1: INVALID_ARGUMENT (3)', async () => {
       await expectInferError(
-        simpleRequest(a, a, { outputs: [{ name: 'OUTPUT0', parameters: { classification: { int64_param: '-1' } } }] }),
+        simpleGrpcRequest(a, a, { outputs: [{ name: 'OUTPUT0', parameters: { classification: { int64_param: '-1' } } }] }),
         3,
         "output 'OUTPUT0': 'classification' must be a non-negative integer",
       );
@@ -400,8 +351,8 @@ describe('the gRPC front-end over a real core', () => {
     const before = Number(line(await registry.metrics(), 'nv_inference_request_success'));
     const stats = async () => (await client.call<StatisticsReply>('ModelStatistics', { name: 'simple', version: '1' })).model_stats[0]!;
     expect(before).toBe(Number((await stats()).inference_stats.success.count));
-    for (let i = 0; i < 4; i++) await client.call('ModelInfer', simpleRequest(range(16), range(16)));
-    await client.error('ModelInfer', { ...simpleRequest(range(16), range(16)), model_version: '2' });
+    for (let i = 0; i < 4; i++) await client.call('ModelInfer', simpleGrpcRequest(range(16), range(16)));
+    await client.error('ModelInfer', { ...simpleGrpcRequest(range(16), range(16)), model_version: '2' });
     const text = await registry.metrics();
     expect(line(text, 'nv_inference_request_success')).toBe(String(before + 4));
     expect(line(text, 'nv_inference_count')).toBe((await stats()).inference_count);
@@ -413,13 +364,13 @@ describe('a core that is shutting down', () => {
     const t = await startTestCore();
     const { log, lines } = capturedLogger();
     const g = await startGrpcServer(t.core, log, '127.0.0.1', 0);
-    const client = grpcTestClient(`127.0.0.1:${g.port}`);
+    const client = grpcClient(`127.0.0.1:${g.port}`);
     try {
       t.core.stopAccepting();
       expect(await client.call('ServerLive', {})).toEqual({ live: true });
       expect(await client.call('ServerReady', {})).toEqual({ ready: false });
       expect(await client.call('ModelReady', { name: 'simple', version: '' })).toEqual({ ready: false });
-      const e = await client.error('ModelInfer', simpleRequest(range(16), range(16)));
+      const e = await client.error('ModelInfer', simpleGrpcRequest(range(16), range(16)));
       expect({ code: e.code, details: e.details }).toEqual({
         code: 14,
         details: 'Server is shutting down; no new inference requests are accepted',
@@ -438,12 +389,12 @@ describe('the one error path, over a fake CoreApi', () => {
   const logged = capturedLogger();
   const lines = logged.lines;
   let g: GrpcServer;
-  let client: TestGrpcClient;
-  const req = (model: string, id = 'grpc-fault-1') => ({ ...simpleRequest(range(16), range(16), { id }), model_name: model });
+  let client: GrpcClient;
+  const req = (model: string, id = 'grpc-fault-1') => ({ ...simpleGrpcRequest(range(16), range(16), { id }), model_name: model });
 
   beforeAll(async () => {
     g = await startGrpcServer(core, logged.log, '127.0.0.1', 0);
-    client = grpcTestClient(`127.0.0.1:${g.port}`);
+    client = grpcClient(`127.0.0.1:${g.port}`);
   });
   afterAll(() => {
     client?.close();

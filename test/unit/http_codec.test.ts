@@ -1,43 +1,13 @@
 // src/frontends/http/infer_codec.ts: KServe v2 REST bodies and Triton's binary tensor extension.
 import { describe, expect, it } from 'vitest';
-import { ServalError } from '../../src/kernel/errors.js';
+import type { ServalError } from '../../src/kernel/errors.js';
 import type { InferResponse } from '../../src/kernel/types.js';
 import { decodeInferRequest, encodeInferResponse, type DecodedInfer } from '../../src/frontends/http/infer_codec.js';
+import { expectServalError } from '../helpers/errors.js';
+import { joinBinaryBody } from '../helpers/http.js';
+import { asBuffer, bytesRaw, i32, rawOf } from '../helpers/tensors.js';
 
-const i32 = (values: number[]): Buffer => {
-  const b = Buffer.alloc(values.length * 4);
-  values.forEach((v, i) => b.writeInt32LE(v, i * 4));
-  return b;
-};
-const f64 = (values: number[]): Buffer => {
-  const b = Buffer.alloc(values.length * 8);
-  values.forEach((v, i) => b.writeDoubleLE(v, i * 8));
-  return b;
-};
-const prefixed = (strings: string[]): Buffer =>
-  Buffer.concat(strings.flatMap((s) => {
-    const n = Buffer.alloc(4);
-    n.writeUInt32LE(Buffer.byteLength(s));
-    return [n, Buffer.from(s)];
-  }));
-
-/** JSON header followed by binary blobs, and the header's length. */
-function body(doc: unknown, ...blobs: Buffer[]): { buf: Buffer; len: number } {
-  const json = Buffer.from(JSON.stringify(doc));
-  return { buf: Buffer.concat([json, ...blobs]), len: json.byteLength };
-}
-
-function decodeError(buf: Buffer, len: number | undefined): ServalError {
-  try {
-    decodeInferRequest(buf, len, 'm', '');
-  } catch (e) {
-    expect(e).toBeInstanceOf(ServalError);
-    return e as ServalError;
-  }
-  throw new Error('expected decodeInferRequest to fail');
-}
-
-const bytes = (u: Uint8Array): Buffer => Buffer.from(u.buffer, u.byteOffset, u.byteLength);
+const decodeError = (buf: Buffer, len: number | undefined): ServalError => expectServalError(() => decodeInferRequest(buf, len, 'm', ''));
 
 describe('decodeInferRequest: JSON bodies', () => {
   it('converts JSON inputs to raw bytes and keeps id, parameters, model and version', () => {
@@ -55,8 +25,8 @@ describe('decodeInferRequest: JSON bodies', () => {
     expect(d.request.id).toBe('r1');
     expect(d.request.parameters).toEqual({ priority: 2, flag: true, tag: 'x' });
     expect(d.request.inputs.map((i) => [i.name, i.datatype, i.shape])).toEqual([['A', 'INT32', [1, 3]], ['S', 'BYTES', [2]]]);
-    expect(bytes(d.request.inputs[0]!.data).equals(i32([1, -2, 3]))).toBe(true);
-    expect(bytes(d.request.inputs[1]!.data).equals(prefixed(['ab', '']))).toBe(true);
+    expect(asBuffer(d.request.inputs[0]!.data).equals(i32([1, -2, 3]))).toBe(true);
+    expect(asBuffer(d.request.inputs[1]!.data).equals(bytesRaw(['ab', '']))).toBe(true);
     expect(d.request.inputs[1]!.parameters).toEqual({ p: 'q' });
     expect(d.request.outputs).toBeUndefined();
     expect(d.binaryDefault).toBe(false);
@@ -83,16 +53,16 @@ describe('decodeInferRequest: JSON bodies', () => {
     const text = '{"inputs":[{"name":"U","datatype":"UINT64","shape":[3],"data":[18446744073709551615,9007199254740993,1]},' +
       '{"name":"I","datatype":"INT64","shape":[1],"data":[-9223372036854775808]}]}';
     const d = decodeInferRequest(Buffer.from(text), undefined, 'm', '');
-    const u = bytes(d.request.inputs[0]!.data);
+    const u = asBuffer(d.request.inputs[0]!.data);
     expect([0, 1, 2].map((k) => u.readBigUInt64LE(k * 8))).toEqual([2n ** 64n - 1n, 2n ** 53n + 1n, 1n]);
-    expect(bytes(d.request.inputs[1]!.data).readBigInt64LE(0)).toBe(-(2n ** 63n));
+    expect(asBuffer(d.request.inputs[1]!.data).readBigInt64LE(0)).toBe(-(2n ** 63n));
   });
 
   it('keeps FP64 JSON values whose fraction has 16+ digits', () => {
     const values = [0.1 + 0.2, 1 / 3, -Math.E];
     const doc = { inputs: [{ name: 'D', datatype: 'FP64', shape: [3], data: values }] };
     const d = decodeInferRequest(Buffer.from(JSON.stringify(doc)), undefined, 'm', '');
-    expect(bytes(d.request.inputs[0]!.data).equals(f64(values))).toBe(true);
+    expect(asBuffer(d.request.inputs[0]!.data).equals(rawOf('FP64', values))).toBe(true);
   });
 
   it('keeps BYTES strings as they are, next to long integers', () => {
@@ -100,7 +70,7 @@ describe('decodeInferRequest: JSON bodies', () => {
       '{"name":"U","datatype":"UINT64","shape":[1],"data":[12345678901234567890]}]}';
     const d = decodeInferRequest(Buffer.from(doc), undefined, 'm', '');
     expect(d.request.id).toBe('\u0000#7');
-    expect(bytes(d.request.inputs[0]!.data).equals(prefixed(['\u0000#1', '12345678901234567']))).toBe(true);
+    expect(asBuffer(d.request.inputs[0]!.data).equals(bytesRaw(['\u0000#1', '12345678901234567']))).toBe(true);
   });
 
   it.each([
@@ -136,21 +106,20 @@ describe('decodeInferRequest: JSON bodies', () => {
 describe('decodeInferRequest: binary tensor extension', () => {
   it('binary inputs are views over the body, consumed in input order', () => {
     const a = i32([1, 2, 3, 4]);
-    const s = prefixed(['xy', 'z']);
-    const { buf, len } = body(
+    const s = bytesRaw(['xy', 'z']);
+    const { body: buf, headerLength: len } = joinBinaryBody(
       {
         inputs: [
           { name: 'A', datatype: 'INT32', shape: [4], parameters: { binary_data_size: a.byteLength } },
           { name: 'S', datatype: 'BYTES', shape: [2], parameters: { binary_data_size: s.byteLength } },
         ],
       },
-      a,
-      s,
+      [a, s],
     );
     const d = decodeInferRequest(buf, len, 'm', '');
     const [A, S] = d.request.inputs;
-    expect(bytes(A!.data).equals(a)).toBe(true);
-    expect(bytes(S!.data).equals(s)).toBe(true);
+    expect(asBuffer(A!.data).equals(a)).toBe(true);
+    expect(asBuffer(S!.data).equals(s)).toBe(true);
     expect(A!.data.buffer).toBe(buf.buffer);
     expect(A!.data.byteOffset).toBe(buf.byteOffset + len);
     // binary_data_size is consumed, other parameters are kept
@@ -160,7 +129,7 @@ describe('decodeInferRequest: binary tensor extension', () => {
   it('mixes JSON and binary inputs: only binary ones consume body bytes', () => {
     const b = i32([7, 8]);
     const c = i32([9]);
-    const { buf, len } = body(
+    const { body: buf, headerLength: len } = joinBinaryBody(
       {
         inputs: [
           { name: 'A', datatype: 'INT32', shape: [2], data: [5, 6] },
@@ -169,45 +138,43 @@ describe('decodeInferRequest: binary tensor extension', () => {
           { name: 'C', datatype: 'INT32', shape: [1], parameters: { binary_data_size: 4 } },
         ],
       },
-      b,
-      c,
+      [b, c],
     );
     const d = decodeInferRequest(buf, len, 'm', '');
-    const got = d.request.inputs.map((i) => bytes(i.data));
+    const got = d.request.inputs.map((i) => asBuffer(i.data));
     expect(got[0]!.equals(i32([5, 6]))).toBe(true);
     expect(got[1]!.equals(b)).toBe(true);
-    expect(got[2]!.equals(prefixed(['j']))).toBe(true);
+    expect(got[2]!.equals(bytesRaw(['j']))).toBe(true);
     expect(got[3]!.equals(c)).toBe(true);
   });
 
   it('a zero-length binary input is allowed', () => {
-    const { buf, len } = body({ inputs: [{ name: 'A', datatype: 'INT32', shape: [0], parameters: { binary_data_size: 0 } }] });
+    const { body: buf, headerLength: len } = joinBinaryBody({ inputs: [{ name: 'A', datatype: 'INT32', shape: [0], parameters: { binary_data_size: 0 } }] });
     expect(decodeInferRequest(buf, len, 'm', '').request.inputs[0]!.data.byteLength).toBe(0);
   });
 
   it('rejects binary_data_size past the end of the body', () => {
-    const { buf, len } = body(
+    const { body: buf, headerLength: len } = joinBinaryBody(
       { inputs: [
         { name: 'A', datatype: 'INT32', shape: [2], parameters: { binary_data_size: 8 } },
         { name: 'B', datatype: 'INT32', shape: [4], parameters: { binary_data_size: 16 } },
       ] },
-      i32([1, 2]),
-      i32([3, 4, 5]),
+      [i32([1, 2]), i32([3, 4, 5])],
     );
     const e = decodeError(buf, len);
     expect(e.message).toBe("input 'B': binary_data_size 16 runs past the end of the request body (12 bytes of binary data left)");
   });
 
   it('rejects trailing bytes that no input claims', () => {
-    const { buf, len } = body({ inputs: [{ name: 'A', datatype: 'INT32', shape: [1], parameters: { binary_data_size: 4 } }] }, i32([1]), Buffer.alloc(3));
+    const { body: buf, headerLength: len } = joinBinaryBody({ inputs: [{ name: 'A', datatype: 'INT32', shape: [1], parameters: { binary_data_size: 4 } }] }, [i32([1]), Buffer.alloc(3)]);
     expect(decodeError(buf, len).message).toBe('the request body has 3 bytes of binary data that no input claims');
     // Binary bytes after a pure-JSON request are unclaimed too.
-    const j = body({ inputs: [{ name: 'A', datatype: 'INT32', shape: [1], data: [1] }] }, Buffer.alloc(8));
-    expect(decodeError(j.buf, j.len).message).toBe('the request body has 8 bytes of binary data that no input claims');
+    const j = joinBinaryBody({ inputs: [{ name: 'A', datatype: 'INT32', shape: [1], data: [1] }] }, [Buffer.alloc(8)]);
+    expect(decodeError(j.body, j.headerLength).message).toBe('the request body has 8 bytes of binary data that no input claims');
   });
 
   it('rejects an Inference-Header-Content-Length outside the body', () => {
-    const { buf } = body({ inputs: [] });
+    const { body: buf } = joinBinaryBody({ inputs: [] });
     for (const len of [buf.byteLength + 1, -1, 1.5, NaN]) {
       expect(decodeError(buf, len).message).toBe(
         `Inference-Header-Content-Length ${len} is not a valid length for a request body of ${buf.byteLength} bytes`,
@@ -217,21 +184,21 @@ describe('decodeInferRequest: binary tensor extension', () => {
 
   it('rejects binary_data_size without the header, with data, or not an integer', () => {
     const doc = { inputs: [{ name: 'A', datatype: 'INT32', shape: [1], parameters: { binary_data_size: 4 } }] };
-    const noHeader = body(doc, i32([1]));
-    expect(decodeError(noHeader.buf, undefined).message).toMatch(/failed to parse the request JSON/);
+    const noHeader = joinBinaryBody(doc, [i32([1])]);
+    expect(decodeError(noHeader.body, undefined).message).toMatch(/failed to parse the request JSON/);
     const onlyJson = Buffer.from(JSON.stringify(doc));
     expect(decodeError(onlyJson, undefined).message).toBe(
       "input 'A' has 'binary_data_size' but the request has no Inference-Header-Content-Length header",
     );
-    const both = body({ inputs: [{ name: 'A', datatype: 'INT32', shape: [1], data: [1], parameters: { binary_data_size: 4 } }] }, i32([1]));
-    expect(decodeError(both.buf, both.len).message).toBe("input 'A': has both 'data' and 'binary_data_size'");
-    const frac = body({ inputs: [{ name: 'A', datatype: 'INT32', shape: [1], parameters: { binary_data_size: 2.5 } }] }, i32([1]));
-    expect(decodeError(frac.buf, frac.len).message).toBe("input 'A': 'binary_data_size' must be a non-negative integer");
+    const both = joinBinaryBody({ inputs: [{ name: 'A', datatype: 'INT32', shape: [1], data: [1], parameters: { binary_data_size: 4 } }] }, [i32([1])]);
+    expect(decodeError(both.body, both.headerLength).message).toBe("input 'A': has both 'data' and 'binary_data_size'");
+    const frac = joinBinaryBody({ inputs: [{ name: 'A', datatype: 'INT32', shape: [1], parameters: { binary_data_size: 2.5 } }] }, [i32([1])]);
+    expect(decodeError(frac.body, frac.headerLength).message).toBe("input 'A': 'binary_data_size' must be a non-negative integer");
   });
 
   it('an Inference-Header-Content-Length equal to the body is a pure JSON request', () => {
-    const { buf, len } = body({ inputs: [{ name: 'A', datatype: 'INT32', shape: [1], data: [42] }] });
-    expect(bytes(decodeInferRequest(buf, len, 'm', '').request.inputs[0]!.data).equals(i32([42]))).toBe(true);
+    const { body: buf, headerLength: len } = joinBinaryBody({ inputs: [{ name: 'A', datatype: 'INT32', shape: [1], data: [42] }] });
+    expect(asBuffer(decodeInferRequest(buf, len, 'm', '').request.inputs[0]!.data).equals(i32([42]))).toBe(true);
   });
 });
 
@@ -243,9 +210,9 @@ describe('encodeInferResponse', () => {
     id,
     outputs: [
       { name: 'A', datatype: 'INT32', shape: [1, 3], data: i32([1, -2, 3]) },
-      { name: 'S', datatype: 'BYTES', shape: [2], data: prefixed(['x', 'üy']) },
+      { name: 'S', datatype: 'BYTES', shape: [2], data: bytesRaw(['x', 'üy']) },
       { name: 'B', datatype: 'BOOL', shape: [2], data: Uint8Array.of(1, 0) },
-      { name: 'D', datatype: 'FP64', shape: [2], data: f64([-0, 0.1 + 0.2]) },
+      { name: 'D', datatype: 'FP64', shape: [2], data: rawOf('FP64', [-0, 0.1 + 0.2]) },
     ],
   });
 
@@ -274,12 +241,12 @@ describe('encodeInferResponse', () => {
       'sending FP16 data via JSON is not supported. Please use the binary data format for output',
     );
     const enc = encodeInferResponse(res, decoded({ parameters: { binary_data_output: true } }));
-    expect(bytes(enc.chunks[1]!).equals(Buffer.from(h))).toBe(true);
+    expect(asBuffer(enc.chunks[1]!).equals(Buffer.from(h))).toBe(true);
     const e = decodeError(Buffer.from('{"inputs":[{"name":"H","datatype":"FP16","shape":[1],"data":[1.0]}]}'), undefined);
     expect(e.code).toBe('INVALID_ARG');
     expect(e.message).toBe('receiving FP16 data via JSON is not supported. Please use the binary data format for input H');
-    const bin = body({ inputs: [{ name: 'H', datatype: 'FP16', shape: [1], parameters: { binary_data_size: 2 } }] }, Buffer.from(h));
-    expect(bytes(decodeInferRequest(bin.buf, bin.len, 'm', '').request.inputs[0]!.data).equals(Buffer.from(h))).toBe(true);
+    const bin = joinBinaryBody({ inputs: [{ name: 'H', datatype: 'FP16', shape: [1], parameters: { binary_data_size: 2 } }] }, [Buffer.from(h)]);
+    expect(asBuffer(decodeInferRequest(bin.body, bin.headerLength, 'm', '').request.inputs[0]!.data).equals(Buffer.from(h))).toBe(true);
   });
 
   it('echoes a non-empty id and response parameters', () => {
@@ -300,7 +267,7 @@ describe('encodeInferResponse', () => {
       res.outputs.map((o) => ({ binary_data_size: o.data.byteLength })),
     );
     for (const o of doc.outputs) expect(o).not.toHaveProperty('data');
-    res.outputs.forEach((o, i) => expect(bytes(enc.chunks[i + 1]!).equals(bytes(o.data))).toBe(true));
+    for (const [i, o] of res.outputs.entries()) expect(asBuffer(enc.chunks[i + 1]!).equals(asBuffer(o.data))).toBe(true);
   });
 
   it('per-output binary_data selects which outputs are binary', () => {
@@ -313,7 +280,7 @@ describe('encodeInferResponse', () => {
     const doc = JSON.parse(Buffer.from(enc.chunks[0]!).toString());
     expect(doc.outputs[0]).toEqual({ name: 'S', datatype: 'BYTES', shape: [2], parameters: { binary_data_size: 12 } });
     expect(doc.outputs[1]).toEqual({ name: 'A', datatype: 'INT32', shape: [1, 3], data: [1, -2, 3] });
-    expect(bytes(enc.chunks[1]!).equals(prefixed(['x', 'üy']))).toBe(true);
+    expect(asBuffer(enc.chunks[1]!).equals(bytesRaw(['x', 'üy']))).toBe(true);
   });
 
   it('binary_data_output with listed outputs applies to outputs without their own flag', () => {

@@ -7,51 +7,22 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { buildHttpServer } from '../../src/frontends/http/server.js';
 import { buildRegistry } from '../../src/frontends/metrics/metrics.js';
 import { ModelStats } from '../../src/stats/model_stats.js';
-import {
-  binaryBody,
-  capturedLogger,
-  errorLines,
-  fakeCore,
-  fromI32,
-  type HttpInferResponse,
-  i32,
-  range,
-  splitBinaryResponse,
-} from '../helpers/frontends.js';
-import { SIMPLE_TEST_MODEL, startTestCore, type TestCore, type TestModel } from '../helpers/test_core.js';
+import { MAX_BATCH_NOTE } from '../helpers/errors.js';
+import { capturedLogger, errorLines, fakeCore } from '../helpers/frontends.js';
+import { type HttpInferResponse, joinBinaryBody, splitBinaryResponse } from '../helpers/http.js';
+import { simpleJsonInputs, simpleMetadata } from '../helpers/simple.js';
+import { fromI32, i32, range } from '../helpers/tensors.js';
+import { identityTestModel, SIMPLE_TEST_MODEL, startTestCore, type TestCore, type TestModel } from '../helpers/test_core.js';
 
 type Reply = Awaited<ReturnType<FastifyInstance['inject']>>;
 
-const IDENTITY_INT32: TestModel = {
-  name: 'identity_int32',
-  config: `name: "identity_int32"
-backend: "serval_test"
-max_batch_size: 8
-input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ -1 ] } ]
-output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ -1 ] } ]`,
-  model: {
-    op: 'identity',
-    inputs: [{ name: 'INPUT0', datatype: 'INT32', rawType: 'INT32', dims: [-1, -1] }],
-    outputs: [{ name: 'OUTPUT0', datatype: 'INT32', rawType: 'INT32', dims: [-1, -1] }],
-  },
-};
+const IDENTITY_INT32 = identityTestModel('identity_int32', 'INT32', [-1], 8);
 
 /** One instance, no batching beyond 1, a queue of one: the third concurrent request is refused. */
-const SLOW_QUEUE: TestModel = {
-  name: 'slowq',
-  config: `name: "slowq"
-backend: "serval_test"
-max_batch_size: 1
-input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 2 ] } ]
-output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 2 ] } ]
-dynamic_batching { default_queue_policy { max_queue_size: 1 } }`,
-  model: {
-    op: 'identity',
-    delayMs: 300,
-    inputs: [{ name: 'INPUT0', datatype: 'FP32', rawType: 'FP32', dims: [-1, 2] }],
-    outputs: [{ name: 'OUTPUT0', datatype: 'FP32', rawType: 'FP32', dims: [-1, 2] }],
-  },
-};
+const SLOW_QUEUE = identityTestModel('slowq', 'FP32', [2], 1, {
+  extraConfig: 'dynamic_batching { default_queue_policy { max_queue_size: 1 } }',
+  delayMs: 300,
+});
 
 /** A model whose config contradicts its model file: it stays UNAVAILABLE. */
 const BAD_DIMS: TestModel = {
@@ -63,11 +34,6 @@ const BAD_DIMS: TestModel = {
 };
 
 const UNKNOWN = (m: string): string => `Request for unknown model: '${m}' is not found`;
-
-const simpleInputs = (a: unknown, b: unknown, shape = [1, 16], dtA = 'INT32') => [
-  { name: 'INPUT0', datatype: dtA, shape, data: a },
-  { name: 'INPUT1', datatype: 'INT32', shape, data: b },
-];
 
 function expectError(res: Reply, status: number, message: string | RegExp): void {
   expect(res.statusCode, res.body).toBe(status);
@@ -136,19 +102,7 @@ describe('the HTTP front-end over a real core', () => {
     });
 
     it('returns model metadata with the batch dimension prepended, by model and by version', async () => {
-      const expected = {
-        name: 'simple',
-        versions: ['1'],
-        platform: '',
-        inputs: [
-          { name: 'INPUT0', datatype: 'INT32', shape: [-1, 16] },
-          { name: 'INPUT1', datatype: 'INT32', shape: [-1, 16] },
-        ],
-        outputs: [
-          { name: 'OUTPUT0', datatype: 'INT32', shape: [-1, 16] },
-          { name: 'OUTPUT1', datatype: 'INT32', shape: [-1, 16] },
-        ],
-      };
+      const expected = simpleMetadata('', 'http');
       for (const url of ['/v2/models/simple', '/v2/models/simple/versions/1']) {
         const res = await app.inject({ method: 'GET', url });
         expect(res.statusCode, url).toBe(200);
@@ -189,30 +143,16 @@ describe('the HTTP front-end over a real core', () => {
         backend: 'serval_test',
         max_batch_size: 8,
         version_policy: { latest: { num_versions: 1 } },
-        input: [
-          {
-            name: 'INPUT0',
-            data_type: 'TYPE_INT32',
-            format: 'FORMAT_NONE',
-            dims: [16],
-            is_shape_tensor: false,
-            allow_ragged_batch: false,
-            optional: false,
-          },
-          {
-            name: 'INPUT1',
-            data_type: 'TYPE_INT32',
-            format: 'FORMAT_NONE',
-            dims: [16],
-            is_shape_tensor: false,
-            allow_ragged_batch: false,
-            optional: false,
-          },
-        ],
-        output: [
-          { name: 'OUTPUT0', data_type: 'TYPE_INT32', dims: [16], label_filename: '' },
-          { name: 'OUTPUT1', data_type: 'TYPE_INT32', dims: [16], label_filename: '' },
-        ],
+        input: ['INPUT0', 'INPUT1'].map((name) => ({
+          name,
+          data_type: 'TYPE_INT32',
+          format: 'FORMAT_NONE',
+          dims: [16],
+          is_shape_tensor: false,
+          allow_ragged_batch: false,
+          optional: false,
+        })),
+        output: ['OUTPUT0', 'OUTPUT1'].map((name) => ({ name, data_type: 'TYPE_INT32', dims: [16], label_filename: '' })),
         instance_group: [{ name: 'simple_0', kind: 'KIND_CPU', count: 1, gpus: [] }],
         default_model_filename: 'model.json',
       });
@@ -238,7 +178,7 @@ describe('the HTTP front-end over a real core', () => {
       };
       const [before] = await stat();
       expect(before).toMatchObject({ name: 'simple', version: '1' });
-      const res = await inferJson(app, 'simple', { inputs: simpleInputs(range(48), range(48), [3, 16]) });
+      const res = await inferJson(app, 'simple', { inputs: simpleJsonInputs(range(48), range(48), [3, 16]) });
       expect(res.statusCode, res.body).toBe(200);
       const [after] = await stat();
       expect(after!.inference_count - before!.inference_count).toBe(3);
@@ -286,7 +226,7 @@ describe('the HTTP front-end over a real core', () => {
     const diff = a.map((x, i) => x - b[i]!);
 
     it('JSON in, JSON out: OUTPUT0 is the sum, OUTPUT1 the difference; the id is echoed', async () => {
-      const res = await inferJson(app, 'simple', { id: 'req-42', inputs: simpleInputs(a, b) });
+      const res = await inferJson(app, 'simple', { id: 'req-42', inputs: simpleJsonInputs(a, b) });
       expect(res.statusCode, res.body).toBe(200);
       expect(res.headers['content-type']).toMatch(/^application\/json/);
       expect(res.headers['inference-header-content-length']).toBeUndefined();
@@ -303,7 +243,12 @@ describe('the HTTP front-end over a real core', () => {
 
     it('a batch of 2 nested rows on an explicit version path; no id when none was sent', async () => {
       const rows = [range(16), range(16, (i) => -i)];
-      const res = await inferJson(app, 'simple', { inputs: simpleInputs(rows, [range(16, () => 1), range(16, () => 2)], [2, 16]) }, '1');
+      const res = await inferJson(
+        app,
+        'simple',
+        { inputs: simpleJsonInputs(rows, [range(16, () => 1), range(16, () => 2)], [2, 16]) },
+        '1',
+      );
       expect(res.statusCode, res.body).toBe(200);
       const doc = res.json<HttpInferResponse>();
       expect(doc).not.toHaveProperty('id');
@@ -316,7 +261,7 @@ describe('the HTTP front-end over a real core', () => {
     });
 
     it('binary tensor extension in, binary_data_output out: header length and binary tail', async () => {
-      const { body, headerLength } = binaryBody(
+      const { body, headerLength } = joinBinaryBody(
         {
           parameters: { binary_data_output: true },
           inputs: [
@@ -348,7 +293,7 @@ describe('the HTTP front-end over a real core', () => {
     });
 
     it('mixes JSON and binary inputs (no Content-Type), and binary and JSON outputs per output', async () => {
-      const { body, headerLength } = binaryBody(
+      const { body, headerLength } = joinBinaryBody(
         {
           inputs: [
             { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], data: a },
@@ -373,9 +318,9 @@ describe('the HTTP front-end over a real core', () => {
     });
 
     it('returns only the requested outputs, in the requested order', async () => {
-      const one = await inferJson(app, 'simple', { inputs: simpleInputs(a, b), outputs: [{ name: 'OUTPUT1' }] });
+      const one = await inferJson(app, 'simple', { inputs: simpleJsonInputs(a, b), outputs: [{ name: 'OUTPUT1' }] });
       expect(one.json<HttpInferResponse>().outputs).toEqual([{ name: 'OUTPUT1', datatype: 'INT32', shape: [1, 16], data: diff }]);
-      const both = await inferJson(app, 'simple', { inputs: simpleInputs(a, b), outputs: [{ name: 'OUTPUT1' }, { name: 'OUTPUT0' }] });
+      const both = await inferJson(app, 'simple', { inputs: simpleJsonInputs(a, b), outputs: [{ name: 'OUTPUT1' }, { name: 'OUTPUT0' }] });
       expect(both.json<HttpInferResponse>().outputs.map((o) => o.name)).toEqual(['OUTPUT1', 'OUTPUT0']);
     });
 
@@ -395,7 +340,7 @@ describe('the HTTP front-end over a real core', () => {
         ['gzip', zlib.gzipSync],
         ['deflate', zlib.deflateSync],
       ] as const) {
-        const res = await post(app, '/v2/models/simple/infer', compress(Buffer.from(JSON.stringify({ inputs: simpleInputs(a, b) }))), {
+        const res = await post(app, '/v2/models/simple/infer', compress(Buffer.from(JSON.stringify({ inputs: simpleJsonInputs(a, b) }))), {
           'content-type': 'application/json',
           'content-encoding': enc,
         });
@@ -403,7 +348,7 @@ describe('the HTTP front-end over a real core', () => {
         expect(res.json<HttpInferResponse>().outputs[0]!.data).toEqual(sum);
       }
       // A binary request: Inference-Header-Content-Length counts the uncompressed bytes.
-      const { body, headerLength } = binaryBody(
+      const { body, headerLength } = joinBinaryBody(
         { inputs: [0, 1].map((i) => ({ name: `INPUT${i}`, datatype: 'INT32', shape: [1, 16], parameters: { binary_data_size: 64 } })) },
         [i32(a), i32(b)],
       );
@@ -422,7 +367,7 @@ describe('the HTTP front-end over a real core', () => {
     });
 
     it('compresses the response when the client accepts gzip', async () => {
-      const res = await post(app, '/v2/models/simple/infer', JSON.stringify({ inputs: simpleInputs(a, b) }), {
+      const res = await post(app, '/v2/models/simple/infer', JSON.stringify({ inputs: simpleJsonInputs(a, b) }), {
         'content-type': 'application/json',
         'accept-encoding': 'gzip',
       });
@@ -434,7 +379,7 @@ describe('the HTTP front-end over a real core', () => {
   });
 
   describe('inference errors, with Triton’s status codes and texts', () => {
-    const good = () => simpleInputs(range(16), range(16));
+    const good = () => simpleJsonInputs(range(16), range(16));
     // Every refusal leaves the server answering good requests.
     afterEach(async () => {
       const res = await inferJson(app, 'simple', { inputs: good() });
@@ -466,7 +411,7 @@ describe('the HTTP front-end over a real core', () => {
 
     it('wrong datatype: 400', async () => {
       expectError(
-        await inferJson(app, 'simple', { inputs: simpleInputs(range(16), range(16), [1, 16], 'FP32') }),
+        await inferJson(app, 'simple', { inputs: simpleJsonInputs(range(16), range(16), [1, 16], [1, 16], 'FP32') }),
         400,
         "[request id: <id_unknown>] inference input 'INPUT0' data-type is 'FP32', but model 'simple' expects 'INT32'",
       );
@@ -474,15 +419,12 @@ describe('the HTTP front-end over a real core', () => {
 
     it('wrong shape: 400 with the request id and Triton’s NOTE', async () => {
       expectError(
-        await inferJson(app, 'simple', { id: 'shape-1', inputs: simpleInputs(range(8), range(8), [1, 8]) }),
+        await inferJson(app, 'simple', { id: 'shape-1', inputs: simpleJsonInputs(range(8), range(8), [1, 8]) }),
         400,
-        "[request id: shape-1] unexpected shape for input 'INPUT0' for model 'simple'. Expected [-1,16], got [1,8]. " +
-          'NOTE: Setting a non-zero max_batch_size in the model config requires a batch dimension to be prepended to each input shape. ' +
-          'If you want to specify the full shape including the batch dim in your input dims config, try setting max_batch_size to zero. ' +
-          'See the model configuration docs for more info on max_batch_size.',
+        `[request id: shape-1] unexpected shape for input 'INPUT0' for model 'simple'. Expected [-1,16], got [1,8]. ${MAX_BATCH_NOTE}`,
       );
       expectError(
-        await inferJson(app, 'simple', { inputs: simpleInputs(range(9 * 16), range(9 * 16), [9, 16]) }),
+        await inferJson(app, 'simple', { inputs: simpleJsonInputs(range(9 * 16), range(9 * 16), [9, 16]) }),
         400,
         "[request id: <id_unknown>] inference request batch-size must be <= 8 for 'simple'",
       );
@@ -498,7 +440,7 @@ describe('the HTTP front-end over a real core', () => {
     });
 
     it('byte size that does not match the shape: 400 (binary and JSON)', async () => {
-      const { body, headerLength } = binaryBody(
+      const { body, headerLength } = joinBinaryBody(
         {
           inputs: [0, 1].map((i) => ({
             name: `INPUT${i}`,
@@ -515,7 +457,7 @@ describe('the HTTP front-end over a real core', () => {
         "[request id: <id_unknown>] input byte size mismatch for input 'INPUT0' for model 'simple'. Expected 64, got 60",
       );
       expectError(
-        await inferJson(app, 'simple', { inputs: simpleInputs(range(15), range(16)) }),
+        await inferJson(app, 'simple', { inputs: simpleJsonInputs(range(15), range(16)) }),
         400,
         "Unable to parse 'data': Shape does not match true shape of 'data' field",
       );
@@ -582,7 +524,7 @@ describe('the HTTP front-end over a real core', () => {
   });
 
   it('a body over maxInputSize is refused with 413; one of exactly maxInputSize is served', async () => {
-    const body = Buffer.from(JSON.stringify({ inputs: simpleInputs(range(16), range(16)) }));
+    const body = Buffer.from(JSON.stringify({ inputs: simpleJsonInputs(range(16), range(16)) }));
     const logged = capturedLogger();
     const small = buildHttpServer(t.core, logged.log, { maxInputSize: body.byteLength });
     try {
@@ -647,7 +589,7 @@ describe('readiness and refusals of a core that is not ready', () => {
       const ready = await app.inject({ method: 'GET', url: '/v2/health/ready' });
       expect(ready.statusCode).toBe(400);
       expect(ready.headers.connection).toBe('close');
-      const res = await inferJson(app, 'simple', { inputs: simpleInputs(range(16), range(16)) });
+      const res = await inferJson(app, 'simple', { inputs: simpleJsonInputs(range(16), range(16)) });
       expectError(res, 503, 'Server is shutting down; no new inference requests are accepted');
       expect(res.headers.connection).toBe('close');
       expect(lines).toEqual([]);
@@ -729,10 +671,10 @@ describe('metrics', () => {
       const registry = buildRegistry(t.core);
       expect(await registry.metrics()).toContain('nv_inference_request_success{model="simple",version="1"} 0\n');
       for (const rows of [1, 2, 1]) {
-        const res = await inferJson(app, 'simple', { inputs: simpleInputs(range(16 * rows), range(16 * rows), [rows, 16]) });
+        const res = await inferJson(app, 'simple', { inputs: simpleJsonInputs(range(16 * rows), range(16 * rows), [rows, 16]) });
         expect(res.statusCode).toBe(200);
       }
-      expect((await inferJson(app, 'simple', { inputs: simpleInputs(range(8), range(8), [1, 8]) })).statusCode).toBe(400);
+      expect((await inferJson(app, 'simple', { inputs: simpleJsonInputs(range(8), range(8), [1, 8]) })).statusCode).toBe(400);
       const text = await registry.metrics();
       expect(text).toContain('nv_inference_request_success{model="simple",version="1"} 3\n');
       expect(text).toContain('nv_inference_count{model="simple",version="1"} 4\n');

@@ -1,21 +1,11 @@
 // src/backends/onnxruntime/placement.ts: instance_group expansion and thread counts.
 import { describe, expect, it } from 'vitest';
 import { placeInstances, threadCounts, type DeviceEnvironment } from '../../src/backends/onnxruntime/placement.js';
-import { ServalError } from '../../src/kernel/errors.js';
+import { expectServalError } from '../helpers/errors.js';
 
 const CPU_ONLY: DeviceEnvironment = { gpus: [], cudaProvider: false, cudaProviderPath: '/ort/libonnxruntime_providers_cuda.so', cpus: 8 };
 const GPUS_NO_CUDA: DeviceEnvironment = { ...CPU_ONLY, gpus: [0, 1] };
 const GPUS: DeviceEnvironment = { ...CPU_ONLY, gpus: [0, 1, 2], cudaProvider: true };
-
-function placementError(fn: () => unknown): ServalError {
-  try {
-    fn();
-  } catch (e) {
-    expect(e).toBeInstanceOf(ServalError);
-    return e as ServalError;
-  }
-  throw new Error('expected placeInstances to fail');
-}
 
 describe('placeInstances', () => {
   it('no instance_group: one instance, on the CPU when there is no usable GPU', () => {
@@ -54,14 +44,14 @@ describe('placeInstances', () => {
   });
 
   it('KIND_GPU on a machine without GPUs is a clear error', () => {
-    const e = placementError(() => placeInstances('m', [{ name: 'g', kind: 'KIND_GPU' }], CPU_ONLY));
+    const e = expectServalError(() => placeInstances('m', [{ name: 'g', kind: 'KIND_GPU' }], CPU_ONLY));
     expect(e.code).toBe('INVALID_ARG');
     expect(e.message).toContain("instance group 'g' of model 'm' has kind KIND_GPU, but this machine has no visible CUDA GPU");
     expect(e.message).toContain('use KIND_CPU or KIND_AUTO to run on the CPU');
   });
 
   it('KIND_GPU with GPUs but without the CUDA execution provider names the provider and where it was looked for', () => {
-    const e = placementError(() => placeInstances('m', [{ name: 'g', kind: 'KIND_GPU' }], GPUS_NO_CUDA));
+    const e = expectServalError(() => placeInstances('m', [{ name: 'g', kind: 'KIND_GPU' }], GPUS_NO_CUDA));
     expect(e.code).toBe('UNAVAILABLE');
     expect(e.message).toContain("ONNX Runtime's CUDA execution provider is not installed");
     expect(e.message).toContain('/ort/libonnxruntime_providers_cuda.so is missing');
@@ -78,22 +68,22 @@ describe('placeInstances', () => {
   });
 
   it('a GPU id that is not visible is an error', () => {
-    const e = placementError(() => placeInstances('m', [{ name: 'g', kind: 'KIND_GPU', gpus: [0, 5] }], GPUS));
+    const e = expectServalError(() => placeInstances('m', [{ name: 'g', kind: 'KIND_GPU', gpus: [0, 5] }], GPUS));
     expect(e.code).toBe('INVALID_ARG');
     expect(e.message).toBe("instance group 'g' of model 'm' specifies GPU 5, but the visible GPUs are [0, 1, 2]");
   });
 
   it('KIND_CPU with gpus, KIND_MODEL, and bad counts are errors', () => {
-    expect(placementError(() => placeInstances('m', [{ name: 'g', kind: 'KIND_CPU', gpus: [0] }], GPUS)).message).toBe(
+    expect(expectServalError(() => placeInstances('m', [{ name: 'g', kind: 'KIND_CPU', gpus: [0] }], GPUS)).message).toBe(
       "instance group 'g' of model 'm' has kind KIND_CPU but specifies one or more GPUs",
     );
-    const model = placementError(() => placeInstances('m', [{ name: 'g', kind: 'KIND_MODEL' }], GPUS));
+    const model = expectServalError(() => placeInstances('m', [{ name: 'g', kind: 'KIND_MODEL' }], GPUS));
     expect(model.code).toBe('UNSUPPORTED');
     expect(model.message).toContain('KIND_MODEL');
-    expect(placementError(() => placeInstances('m', [{ name: 'g', kind: 'KIND_CPU', count: -1 }], CPU_ONLY)).message).toBe(
+    expect(expectServalError(() => placeInstances('m', [{ name: 'g', kind: 'KIND_CPU', count: -1 }], CPU_ONLY)).message).toBe(
       "instance group 'g' of model 'm' has invalid count -1",
     );
-    expect(placementError(() => placeInstances('m', [{ kind: 'KIND_CPU', count: 0 }], CPU_ONLY)).message).toBe(
+    expect(expectServalError(() => placeInstances('m', [{ kind: 'KIND_CPU', count: 0 }], CPU_ONLY)).message).toBe(
       "model 'm' has no model instances (every instance group has count 0)",
     );
   });

@@ -6,7 +6,9 @@ import type { PlacedInstances } from '../../src/config/resolved.js';
 import type { ModelSignature } from '../../src/config/signature.js';
 import type { ModelConfig } from '../../src/config/types.js';
 import { ServalError } from '../../src/kernel/errors.js';
+import { expectServalError } from '../helpers/errors.js';
 import { signatureOf } from '../helpers/resolve.js';
+import { simpleConfig } from '../helpers/simple.js';
 
 const backend = (place?: (c: ModelConfig) => PlacedInstances<string>): BackendFacts<string> => ({
   name: 'onnxruntime',
@@ -24,30 +26,19 @@ const backend = (place?: (c: ModelConfig) => PlacedInstances<string>): BackendFa
     })),
 });
 
-const simple = (): ModelConfig => ({
-  max_batch_size: 8,
-  input: [
-    { name: 'INPUT0', data_type: 'TYPE_INT32', dims: [16] },
-    { name: 'INPUT1', data_type: 'TYPE_INT32', dims: [16] },
-  ],
-  output: [
-    { name: 'OUTPUT0', data_type: 'TYPE_INT32', dims: [16], label_filename: 'labels.txt' },
-    { name: 'OUTPUT1', data_type: 'TYPE_INT32', dims: [16] },
-  ],
-});
+/** `simple` named by its folder (no name of its own), with a label file for OUTPUT0. */
+function simple(): ModelConfig {
+  const { name: _, ...config } = simpleConfig();
+  config.output![0]!.label_filename = 'labels.txt';
+  return config;
+}
 
 function resolve(config: ModelConfig, signature: ModelSignature = signatureOf(config), folderName = 'm') {
   return resolveConfig(config, { folderName, backend: backend(), signature, labels: new Map([['labels.txt', ['a', 'b']]]) });
 }
 
 function resolveError(config: ModelConfig, signature?: ModelSignature, folderName?: string): ServalError {
-  try {
-    resolve(config, signature, folderName);
-  } catch (e) {
-    expect(e).toBeInstanceOf(ServalError);
-    return e as ServalError;
-  }
-  throw new Error('expected resolveConfig to fail');
+  return expectServalError(() => resolve(config, signature, folderName));
 }
 
 describe('resolveConfig', () => {

@@ -6,11 +6,14 @@ import type { ExecOutput, ExecResult, Execution as InstanceExecution } from '../
 import type { BatchingPolicy, InstancePlacement, QueuePolicy } from '../../src/config/resolved.js';
 import { UNBOUNDED } from '../../src/config/resolve.js';
 import { Cancellation } from '../../src/kernel/cancel.js';
+import { joinBytes } from '../../src/kernel/datatypes.js';
 import { ServalError } from '../../src/kernel/errors.js';
 import { assemble, scatter, Scheduler, type ScheduledOutput, type SchedulerRequest } from '../../src/scheduler/scheduler.js';
 import { ModelStats } from '../../src/stats/model_stats.js';
+import { expectServalErrorAsync } from '../helpers/errors.js';
 import { FakeInstanceBase, type Batch } from '../helpers/instances.js';
 import { resolveForTest } from '../helpers/resolve.js';
+import { fromI32, i32, stringsOf } from '../helpers/tensors.js';
 import type { ModelConfig } from '../../src/config/types.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -50,8 +53,7 @@ class FakeInstance extends FakeInstanceBase {
 
   private async compute(req: Batch): Promise<ExecResult> {
     const slot = req.inputs[0]!;
-    const view = new Int32Array(req.data.buffer, req.data.byteOffset + slot.offset, slot.byteLength / 4);
-    const x = Array.from(view);
+    const x = fromI32(req.data.subarray(slot.offset, slot.offset + slot.byteLength));
     this.log.push({ instance: this.placement.name, dims: slot.dims, x, outputs: [...req.outputs] });
     if (this.manual) await new Promise<void>((r) => this.gate.push(r));
     else await Promise.resolve();
@@ -59,37 +61,14 @@ class FakeInstance extends FakeInstanceBase {
     const outputs: ExecOutput[] = [];
     for (const name of req.outputs) {
       if (name === 'Y') {
-        const y = Int32Array.from(x, (v) => 2 * v);
-        outputs.push({ name, datatype: 'INT32', dims: slot.dims, data: new Uint8Array(y.buffer) });
+        outputs.push({ name, datatype: 'INT32', dims: slot.dims, data: i32(x.map((v) => 2 * v)) });
       } else {
-        const s = bytesOf(x.map(String));
-        outputs.push({ name, datatype: 'BYTES', dims: slot.dims, data: new Uint8Array(s) });
+        outputs.push({ name, datatype: 'BYTES', dims: slot.dims, data: joinBytes(x.map(String)) });
       }
     }
     return { outputs, computeInputNs: 10, computeInferNs: 1000, computeOutputNs: 20 };
   }
 }
-
-function bytesOf(strings: string[]): Buffer {
-  return Buffer.concat(strings.flatMap((s) => {
-    const n = Buffer.alloc(4);
-    n.writeUInt32LE(Buffer.byteLength(s));
-    return [n, Buffer.from(s)];
-  }));
-}
-
-function stringsOf(u: Uint8Array): string[] {
-  const b = Buffer.from(u.buffer, u.byteOffset, u.byteLength);
-  const out: string[] = [];
-  for (let o = 0; o < b.byteLength; ) {
-    const n = b.readUInt32LE(o);
-    out.push(b.toString('utf8', o + 4, o + 4 + n));
-    o += 4 + n;
-  }
-  return out;
-}
-
-const int32s = (u: Uint8Array): number[] => Array.from(new Int32Array(u.buffer.slice(u.byteOffset, u.byteOffset + u.byteLength)));
 
 let nextValue = 1;
 /** A request with unique values: `batch` rows of `width` elements (batch 0 = no batching). */
@@ -98,7 +77,7 @@ function req(batch: number, width = 2, opts: { outputs?: string[]; cancellation?
   const x = Array.from({ length: rows * width }, () => nextValue++);
   return {
     batchSize: batch,
-    inputs: [{ name: 'X', datatype: 'INT32', shape: batch ? [batch, width] : [width], data: new Uint8Array(Int32Array.from(x).buffer) }],
+    inputs: [{ name: 'X', datatype: 'INT32', shape: batch ? [batch, width] : [width], data: i32(x) }],
     outputs: opts.outputs ?? ['Y', 'S'],
     requestStartNs: process.hrtime.bigint(),
     cancellation: opts.cancellation,
@@ -125,13 +104,19 @@ function expectOwnResult(r: ReturnType<typeof req>, out: ScheduledOutput[], widt
   const byName = Object.fromEntries(out.map((o) => [o.name, o]));
   if (r.outputs.includes('Y')) {
     expect(byName.Y!.shape).toEqual(r.batchSize ? [r.batchSize, width] : [width]);
-    expect(int32s(byName.Y!.data)).toEqual(r.x.map((v) => 2 * v));
+    expect(fromI32(byName.Y!.data)).toEqual(r.x.map((v) => 2 * v));
   }
   if (r.outputs.includes('S')) {
     expect(byName.S!.datatype).toBe('BYTES');
     expect(stringsOf(byName.S!.data)).toEqual(r.x.map(String));
   }
   expect(out.map((o) => o.name).sort()).toEqual([...r.outputs].sort());
+}
+
+/** expectOwnResult for every request, in order; `width(r)` is the row width of request r. */
+function expectOwnResults(rs: ReturnType<typeof req>[], outs: ScheduledOutput[][], width: (r: ReturnType<typeof req>) => number = () => 2): void {
+  expect(outs).toHaveLength(rs.length);
+  for (const [i, r] of rs.entries()) expectOwnResult(r, outs[i]!, width(r));
 }
 
 const tick = (ms = 0): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -159,7 +144,7 @@ describe('default scheduler (no dynamic batching)', () => {
       await tick();
     }
     const outs = await Promise.all(ps);
-    outs.forEach((o, i) => expectOwnResult(rs[i]!, o));
+    expectOwnResults(rs, outs);
     // Every execution held exactly one request's rows, in arrival order.
     expect(log.map((e) => e.x)).toEqual(rs.map((r) => r.x));
     expect(log.map((e) => e.dims[0])).toEqual([1, 2, 1, 3, 1]);
@@ -207,7 +192,7 @@ describe('dynamic batching', () => {
     expect(log[2]!.x).toEqual([...rs[2]!.x, ...rs[3]!.x]);
     inst[0]!.release();
     expectOwnResult(first, await p1);
-    (await Promise.all(ps)).forEach((o, i) => expectOwnResult(rs[i]!, o));
+    expectOwnResults(rs, await Promise.all(ps));
   });
 
   it('fills a batch exactly to max_batch_size', async () => {
@@ -224,7 +209,7 @@ describe('dynamic batching', () => {
     expect(log[2]!.dims[0]).toBe(1);
     inst[0]!.release();
     await blocker;
-    (await Promise.all(ps)).forEach((o, i) => expectOwnResult(rs[i]!, o));
+    expectOwnResults(rs, await Promise.all(ps));
   });
 
   it('waits up to max_queue_delay for more requests, then runs what it has', async () => {
@@ -240,7 +225,7 @@ describe('dynamic batching', () => {
     expect(waited).toBeLessThan(1000);
     expect(log).toHaveLength(1);
     expect(log[0]!.dims).toEqual([3, 2]);
-    outs.forEach((o, i) => expectOwnResult(rs[i]!, o));
+    expectOwnResults(rs, outs);
   });
 
   it('goes at once when a preferred batch size is reached, without waiting for the delay', async () => {
@@ -256,7 +241,7 @@ describe('dynamic batching', () => {
     expect(performance.now() - t0).toBeLessThan(500);
     expect(log).toHaveLength(1);
     expect(log[0]!.dims[0]).toBe(4);
-    outs.forEach((o, i) => expectOwnResult([...rs, last][i]!, o));
+    expectOwnResults([...rs, last], outs);
   });
 
   it('picks the largest preferred size reachable with whole requests', async () => {
@@ -280,7 +265,7 @@ describe('dynamic batching', () => {
     expect(log[2]!.dims[0]).toBe(6);
     inst[0]!.release();
     await pb;
-    (await Promise.all([...ps, pe])).forEach((o, i) => expectOwnResult([...rs, extra][i]!, o));
+    expectOwnResults([...rs, extra], await Promise.all([...ps, pe]));
   });
 
   it('never merges requests whose non-batch shapes differ', async () => {
@@ -295,7 +280,7 @@ describe('dynamic batching', () => {
     }
     await blocker;
     const outs = await Promise.all(ps);
-    outs.forEach((o, i) => expectOwnResult(rs[i]!, o, rs[i]!.inputs[0]!.shape[1]));
+    expectOwnResults(rs, outs, (r) => r.inputs[0]!.shape[1]!);
     // Every execution has one width only; same-width requests were merged.
     const widths = log.slice(1).map((e) => [e.dims[0], e.dims[1]]);
     expect(widths).toEqual([[2, 3], [3, 5], [1, 7]]);
@@ -308,14 +293,14 @@ describe('dynamic batching', () => {
     await tick();
     nextValue = 7; // values 7..: mixed string lengths ("7", "10", "100", …)
     const rs = [req(1, 3), req(2, 3), req(3, 3)];
-    rs[2]!.x.forEach((_, i, a) => (a[i] = 10 ** i));
-    rs[2]!.inputs[0]!.data = new Uint8Array(Int32Array.from(rs[2]!.x).buffer);
+    for (let i = 0; i < rs[2]!.x.length; i++) rs[2]!.x[i] = 10 ** i;
+    rs[2]!.inputs[0]!.data = i32(rs[2]!.x);
     const ps = rs.map((r) => sched.enqueue(r));
     inst[0]!.release();
     await tick();
     inst[0]!.release();
     await blocker;
-    (await Promise.all(ps)).forEach((o, i) => expectOwnResult(rs[i]!, o, 3));
+    expectOwnResults(rs, await Promise.all(ps), () => 3);
   });
 
   it('each request gets only the outputs it asked for, even in a shared batch', async () => {
@@ -340,7 +325,7 @@ describe('dynamic batching', () => {
     const ps = [req(1), req(1)].map((r) => sched.enqueue(r));
     await tick();
     expect(log.map((e) => e.instance).sort()).toEqual(['fake_0', 'fake_1']);
-    inst.forEach((i) => i.release());
+    for (const i of inst) i.release();
     await Promise.all(ps);
   });
 });
@@ -358,9 +343,7 @@ describe('cancellation', () => {
     const pk = sched.enqueue(keeper);
     expect(stats.pending).toBe(3);
     ac.cancel();
-    const err = await pv.then(() => undefined, (e: unknown) => e);
-    expect(err).toBeInstanceOf(ServalError);
-    expect((err as ServalError).code).toBe('CANCELLED');
+    await expectServalErrorAsync(pv, 'CANCELLED');
     expect(stats.pending).toBe(2);
     inst[0]!.release();
     await tick();
@@ -396,18 +379,14 @@ describe('cancellation', () => {
 describe('failures and shutdown', () => {
   it('an execution failure rejects every request of the batch and the next batch still runs', async () => {
     const { inst, sched, stats } = setup({ dynamic: true, maxBatchSize: 8 }, 1, true);
-    const outcome = (p: Promise<unknown>) => p.then(() => 'resolved', (e: unknown) => e);
-    const blocker = outcome(sched.enqueue(req(1)));
+    const blocker = expectServalErrorAsync(sched.enqueue(req(1)), 'INTERNAL');
     await tick();
-    const ps = [req(1), req(2)].map((r) => outcome(sched.enqueue(r)));
+    const ps = [req(1), req(2)].map((r) => expectServalErrorAsync(sched.enqueue(r), 'INTERNAL'));
     inst[0]!.fail = new ServalError('INTERNAL', 'boom');
     inst[0]!.release(); // the blocker fails
     await tick();
     inst[0]!.release(); // the batch of two fails
-    for (const e of await Promise.all([blocker, ...ps])) {
-      expect(e).toBeInstanceOf(ServalError);
-      expect(e).toMatchObject({ code: 'INTERNAL', message: 'boom' });
-    }
+    for (const e of await Promise.all([blocker, ...ps])) expect(e.message).toBe('boom');
     expect(stats.failuresByReason.get('BACKEND')).toBe(3);
     inst[0]!.fail = undefined;
     inst[0]!.manual = false;
@@ -428,7 +407,7 @@ describe('failures and shutdown', () => {
       inst[0]!.release();
     }
     await d;
-    (await Promise.all(ps)).forEach((o, i) => expectOwnResult(rs[i]!, o));
+    expectOwnResults(rs, await Promise.all(ps));
     await expect(sched.enqueue(req(1))).rejects.toMatchObject({ code: 'UNAVAILABLE' });
   });
 });
@@ -471,8 +450,8 @@ describe('assemble and scatter', () => {
     const mk = (x: number[], y: number[]): SchedulerRequest => ({
       batchSize: 1,
       inputs: [
-        { name: 'A', datatype: 'INT32', shape: [1, x.length], data: new Uint8Array(Int32Array.from(x).buffer) },
-        { name: 'B', datatype: 'INT32', shape: [1, y.length], data: new Uint8Array(Int32Array.from(y).buffer) },
+        { name: 'A', datatype: 'INT32', shape: [1, x.length], data: i32(x) },
+        { name: 'B', datatype: 'INT32', shape: [1, y.length], data: i32(y) },
       ],
       outputs: ['O'],
       requestStartNs: 0n,
@@ -484,18 +463,18 @@ describe('assemble and scatter', () => {
     expect(b).toMatchObject({ name: 'B', dims: [2, 1], byteLength: 8 });
     expect(b!.offset % 64).toBe(0);
     expect(b!.offset).toBeGreaterThanOrEqual(24);
-    expect(Array.from(new Int32Array(e.data.buffer, a!.offset, 6))).toEqual([1, 2, 3, 4, 5, 6]);
-    expect(Array.from(new Int32Array(e.data.buffer, b!.offset, 2))).toEqual([7, 8]);
+    expect(fromI32(e.data.subarray(a!.offset, a!.offset + 24))).toEqual([1, 2, 3, 4, 5, 6]);
+    expect(fromI32(e.data.subarray(b!.offset, b!.offset + 8))).toEqual([7, 8]);
   });
 
   it('scatter splits numeric and BYTES outputs by batch sizes', () => {
-    const y = Int32Array.from([1, 2, 3, 4, 5, 6]);
-    const s = bytesOf(['a', 'bb', '', 'dddd', 'e', 'ff']);
+    const y = i32([1, 2, 3, 4, 5, 6]);
+    const s = joinBytes(['a', 'bb', '', 'dddd', 'e', 'ff']);
     const per = scatter(
       {
         outputs: [
-          { name: 'Y', datatype: 'INT32', dims: [3, 2], data: new Uint8Array(y.buffer) },
-          { name: 'S', datatype: 'BYTES', dims: [3, 2], data: new Uint8Array(s) },
+          { name: 'Y', datatype: 'INT32', dims: [3, 2], data: y },
+          { name: 'S', datatype: 'BYTES', dims: [3, 2], data: s },
         ],
         computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0,
       },
@@ -503,16 +482,15 @@ describe('assemble and scatter', () => {
       true,
     );
     expect(per[0]!.map((o) => o.shape)).toEqual([[1, 2], [1, 2]]);
-    expect(int32s(per[0]![0]!.data)).toEqual([1, 2]);
-    expect(int32s(per[1]![0]!.data)).toEqual([3, 4, 5, 6]);
+    expect(fromI32(per[0]![0]!.data)).toEqual([1, 2]);
+    expect(fromI32(per[1]![0]!.data)).toEqual([3, 4, 5, 6]);
     expect(stringsOf(per[0]![1]!.data)).toEqual(['a', 'bb']);
     expect(stringsOf(per[1]![1]!.data)).toEqual(['', 'dddd', 'e', 'ff']);
   });
 
   it('scatter refuses an output whose batch dimension does not match the batch', () => {
-    const y = Int32Array.from([1, 2]);
     expect(() =>
-      scatter({ outputs: [{ name: 'Y', datatype: 'INT32', dims: [2, 1], data: new Uint8Array(y.buffer) }], computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0 }, [1, 2], true),
+      scatter({ outputs: [{ name: 'Y', datatype: 'INT32', dims: [2, 1], data: i32([1, 2]) }], computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0 }, [1, 2], true),
     ).toThrow("output 'Y' has batch dimension 2 but the batch held 3 items");
   });
 });
@@ -520,11 +498,6 @@ describe('assemble and scatter', () => {
 // ---------------------------------------------------------------------------------------------
 
 const policy = (p: Partial<QueuePolicy> = {}): QueuePolicy => ({ ...UNBOUNDED, ...p });
-
-/** Settles to the outputs or the error, so tests can look at both. */
-function outcome(p: Promise<ScheduledOutput[]>): Promise<ScheduledOutput[] | ServalError> {
-  return p.then((o) => o, (e: ServalError) => e);
-}
 
 describe('queue policy, priorities and ordering (dynamic batcher)', () => {
   it('serves the highest priority level first, and the default level for priority 0 or out of range', async () => {
@@ -557,10 +530,8 @@ describe('queue policy, priorities and ordering (dynamic batcher)', () => {
     const running = sched.enqueue(req(1));
     await tick();
     const queued = [sched.enqueue(req(1)), sched.enqueue(req(1))];
-    const rejected = await outcome(sched.enqueue(req(1)));
-    expect(rejected).toBeInstanceOf(ServalError);
-    expect((rejected as ServalError).code).toBe('UNAVAILABLE');
-    expect((rejected as ServalError).message).toBe('Exceeds maximum queue size');
+    const rejected = await expectServalErrorAsync(sched.enqueue(req(1)), 'UNAVAILABLE');
+    expect(rejected.message).toBe('Exceeds maximum queue size');
     expect(stats.failuresByReason.get('REJECTED')).toBe(1);
     for (let i = 0; i < 3; i++) {
       inst[0]!.release();
@@ -579,11 +550,9 @@ describe('queue policy, priorities and ordering (dynamic batcher)', () => {
     const running = sched.enqueue(req(1));
     await tick();
     const late = req(1);
-    const p = outcome(sched.enqueue(late));
+    const p = expectServalErrorAsync(sched.enqueue(late), 'UNAVAILABLE');
     await tick(60);
-    const err = await p;
-    expect((err as ServalError).code).toBe('UNAVAILABLE');
-    expect((err as ServalError).message).toBe('Request timeout expired');
+    expect((await p).message).toBe('Request timeout expired');
     inst[0]!.release();
     await running;
     expect(log.some((e) => e.x.join() === late.x.join())).toBe(false);
@@ -693,7 +662,7 @@ class HoldingInstance extends FakeInstanceBase {
 
   protected run(req: Batch): InstanceExecution {
     const slot = req.inputs[0]!;
-    const x = Array.from(new Int32Array(req.data.buffer, req.data.byteOffset + slot.offset, slot.byteLength / 4));
+    const x = fromI32(req.data.subarray(slot.offset, slot.offset + slot.byteLength));
     this.calls.push(x);
     const held = this.slots.length > 0;
     let entry: (typeof this.slots)[number] | undefined;
@@ -702,15 +671,19 @@ class HoldingInstance extends FakeInstanceBase {
       this.slots.push(entry);
     });
     const e = entry!;
-    return { result, held, withdraw: () => held && (e.started ? false : (e.withdrawn = true)) };
+    const withdraw = (): boolean => {
+      if (!held || e.started) return false;
+      e.withdrawn = true;
+      return true;
+    };
+    return { result, held, withdraw };
   }
 
   /** Finishes the running execution; the next one starts (a withdrawn one is skipped). */
   finish(): void {
     const e = this.slots.shift()!;
     this.ran.push(e.x);
-    const y = Int32Array.from(e.x, (v) => 2 * v);
-    e.resolve({ outputs: [{ name: 'Y', datatype: 'INT32', dims: e.dims, data: new Uint8Array(y.buffer) }], computeStartNs: e.startNs, computeInputNs: 1, computeInferNs: 2, computeOutputNs: 3 });
+    e.resolve({ outputs: [{ name: 'Y', datatype: 'INT32', dims: e.dims, data: i32(e.x.map((v) => 2 * v)) }], computeStartNs: e.startNs, computeInputNs: 1, computeInferNs: 2, computeOutputNs: 3 });
     while (this.slots[0]?.withdrawn) this.slots.shift()!.reject(new ServalError('CANCELLED', 'withdrawn'));
     if (this.slots[0]) {
       this.slots[0].started = true;

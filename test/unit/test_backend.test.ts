@@ -6,8 +6,7 @@ import { onnxRuntimeBackend } from '../../src/backends/onnxruntime/backend.js';
 import { ServalError } from '../../src/kernel/errors.js';
 import { executions, testBackend } from '../helpers/test_backend.js';
 import { SIMPLE_TEST_MODEL, startTestCore, type TestCore } from '../helpers/test_core.js';
-
-const i32 = (xs: number[]): Uint8Array => new Uint8Array(Int32Array.from(xs).buffer);
+import { fromI32, i32, range } from '../helpers/tensors.js';
 
 describe('the backend registry', () => {
   const registry = new BackendRegistry([onnxRuntimeBackend, testBackend]);
@@ -43,8 +42,8 @@ describe('a core over the test backend', () => {
   afterAll(() => t?.close());
 
   it('serves a model the registry gave to the test backend', async () => {
-    const a = Array.from({ length: 16 }, (_, i) => i);
-    const b = Array.from({ length: 16 }, () => 3);
+    const a = range(16);
+    const b = range(16, () => 3);
     const res = await t.core.infer({
       modelName: 'simple', modelVersion: '', id: 'x', parameters: {},
       inputs: [
@@ -54,7 +53,7 @@ describe('a core over the test backend', () => {
     });
     expect(res.outputs.map((o) => o.name)).toEqual(['OUTPUT0', 'OUTPUT1']);
     const out0 = res.outputs[0]!;
-    expect(Array.from(new Int32Array(out0.data.buffer, out0.data.byteOffset, 16))).toEqual(a.map((x) => x + 3));
+    expect(fromI32(out0.data)).toEqual(a.map((x) => x + 3));
     expect(executions.at(-1)).toEqual(['simple_0_0', [1, 16]]);
   });
 

@@ -2,41 +2,16 @@
 // (core src/infer_request.cc Normalize() and the BYTES checks of the backends).
 import { describe, expect, it } from 'vitest';
 import type { ModelConfig } from '../../src/config/types.js';
-import { ServalError } from '../../src/kernel/errors.js';
+import { joinBytes } from '../../src/kernel/datatypes.js';
 import type { InferInputTensor, InferRequest } from '../../src/kernel/types.js';
 import { classCounts, queueParameters, validateRequest } from '../../src/model/validate.js';
+import { expectServalError, MAX_BATCH_NOTE } from '../helpers/errors.js';
 import { resolveForTest } from '../helpers/resolve.js';
+import { simpleConfig } from '../helpers/simple.js';
 
 const validate = (req: InferRequest, config: ModelConfig) => validateRequest(req, resolveForTest(config));
 
-const NOTE =
-  'NOTE: Setting a non-zero max_batch_size in the model config requires a batch dimension to be prepended to each input shape. ' +
-  'If you want to specify the full shape including the batch dim in your input dims config, try setting max_batch_size to zero. ' +
-  'See the model configuration docs for more info on max_batch_size.';
-
 const i32 = (n: number): Buffer => Buffer.alloc(n * 4);
-const strings = (list: string[]): Buffer =>
-  Buffer.concat(list.flatMap((s) => {
-    const n = Buffer.alloc(4);
-    n.writeUInt32LE(Buffer.byteLength(s));
-    return [n, Buffer.from(s)];
-  }));
-
-/** Triton's "simple": two INT32 [16] inputs, two outputs, max_batch_size 8. */
-function simple(maxBatch = 8): ModelConfig {
-  return {
-    name: 'simple',
-    max_batch_size: maxBatch,
-    input: [
-      { name: 'INPUT0', data_type: 'TYPE_INT32', dims: [16] },
-      { name: 'INPUT1', data_type: 'TYPE_INT32', dims: [16] },
-    ],
-    output: [
-      { name: 'OUTPUT0', data_type: 'TYPE_INT32', dims: [16] },
-      { name: 'OUTPUT1', data_type: 'TYPE_INT32', dims: [16] },
-    ],
-  };
-}
 
 function input(name: string, shape: number[], data: Uint8Array = i32(shape.reduce((a, b) => a * b, 1)), datatype = 'INT32'): InferInputTensor {
   return { name, datatype, shape, data };
@@ -48,21 +23,15 @@ function request(inputs: InferInputTensor[], extra: Partial<InferRequest> = {}):
 
 const good = (batch = 1): InferInputTensor[] => [input('INPUT0', [batch, 16]), input('INPUT1', [batch, 16])];
 
+/** The message of the INVALID_ARG error validation fails with. */
 function validationError(req: InferRequest, config: ModelConfig): string {
-  try {
-    validate(req, config);
-  } catch (e) {
-    expect(e).toBeInstanceOf(ServalError);
-    expect((e as ServalError).code).toBe('INVALID_ARG');
-    return (e as ServalError).message;
-  }
-  throw new Error('expected validateRequest to fail');
+  return expectServalError(() => validate(req, config), 'INVALID_ARG').message;
 }
 
 describe('valid requests', () => {
   it('returns the batch size, the inputs in model order and every output by default', () => {
     const [a, b] = good(3);
-    const v = validate(request([b!, a!]), simple());
+    const v = validate(request([b!, a!]), simpleConfig());
     expect(v.batchSize).toBe(3);
     expect(v.inputs.map((i) => [i.name, i.datatype, i.shape])).toEqual([['INPUT0', 'INT32', [3, 16]], ['INPUT1', 'INT32', [3, 16]]]);
     expect(v.inputs[0]!.data).toBe(a!.data);
@@ -70,12 +39,12 @@ describe('valid requests', () => {
   });
 
   it('keeps only the requested outputs', () => {
-    const v = validate(request(good(), { outputs: [{ name: 'OUTPUT1' }] }), simple());
+    const v = validate(request(good(), { outputs: [{ name: 'OUTPUT1' }] }), simpleConfig());
     expect(v.outputs).toEqual(['OUTPUT1']);
   });
 
   it('a model without batching keeps the full shape and batch size 0', () => {
-    const cfg = simple(0);
+    const cfg = simpleConfig(0);
     const v = validate(request([input('INPUT0', [16]), input('INPUT1', [16])]), cfg);
     expect(v.batchSize).toBe(0);
     expect(v.inputs[0]!.shape).toEqual([16]);
@@ -109,43 +78,43 @@ describe('valid requests', () => {
       input: [{ name: 'S', data_type: 'TYPE_STRING', dims: [3] }],
       output: [{ name: 'O', data_type: 'TYPE_STRING', dims: [3] }],
     };
-    const v = validate(request([input('S', [2, 3], strings(['a', '', 'c', 'dd', 'e', 'ü']), 'BYTES')]), cfg);
+    const v = validate(request([input('S', [2, 3], joinBytes(['a', '', 'c', 'dd', 'e', 'ü']), 'BYTES')]), cfg);
     expect(v.inputs[0]!.datatype).toBe('BYTES');
   });
 });
 
 describe("Triton's error texts", () => {
   it('unknown input', () => {
-    expect(validationError(request([good()[0]!, input('INPUT7', [1, 16])]), simple())).toBe(
+    expect(validationError(request([good()[0]!, input('INPUT7', [1, 16])]), simpleConfig())).toBe(
       "[request id: <id_unknown>] unexpected inference input 'INPUT7' for model 'simple'",
     );
   });
 
   it('unknown output', () => {
-    expect(validationError(request(good(), { outputs: [{ name: 'OUT' }] }), simple())).toBe(
+    expect(validationError(request(good(), { outputs: [{ name: 'OUT' }] }), simpleConfig())).toBe(
       "[request id: <id_unknown>] unexpected inference output 'OUT' for model 'simple'",
     );
   });
 
   it('the request id goes into the prefix', () => {
-    expect(validationError(request(good(), { id: 'my-id', outputs: [{ name: 'OUT' }] }), simple())).toBe(
+    expect(validationError(request(good(), { id: 'my-id', outputs: [{ name: 'OUT' }] }), simpleConfig())).toBe(
       "[request id: my-id] unexpected inference output 'OUT' for model 'simple'",
     );
   });
 
   it('missing input', () => {
-    expect(validationError(request([good()[1]!]), simple())).toBe(
+    expect(validationError(request([good()[1]!]), simpleConfig())).toBe(
       "[request id: <id_unknown>] expected 2 inputs but got 1 inputs for model 'simple'. Got inputs ['INPUT1'], " +
         "but missing required inputs ['INPUT0']. Please provide all required inputs.",
     );
-    expect(validationError(request([]), simple())).toBe(
+    expect(validationError(request([]), simpleConfig())).toBe(
       "[request id: <id_unknown>] expected 2 inputs but got 0 inputs for model 'simple'. Got inputs [], " +
         "but missing required inputs ['INPUT0','INPUT1']. Please provide all required inputs.",
     );
   });
 
   it('missing input of a model with optional inputs', () => {
-    const cfg = simple();
+    const cfg = simpleConfig();
     cfg.input!.push({ name: 'EXTRA', data_type: 'TYPE_INT32', dims: [16], optional: true });
     expect(validationError(request([]), cfg)).toBe(
       "[request id: <id_unknown>] expected number of inputs between 2 and 3 but got 0 inputs for model 'simple'. Got inputs [], " +
@@ -157,57 +126,57 @@ describe("Triton's error texts", () => {
 
   it('wrong datatype', () => {
     const [a, b] = good();
-    expect(validationError(request([{ ...a!, datatype: 'FP32' }, b!]), simple())).toBe(
+    expect(validationError(request([{ ...a!, datatype: 'FP32' }, b!]), simpleConfig())).toBe(
       "[request id: <id_unknown>] inference input 'INPUT0' data-type is 'FP32', but model 'simple' expects 'INT32'",
     );
-    expect(validationError(request([{ ...a!, datatype: 'FLOAT' }, b!]), simple())).toBe(
+    expect(validationError(request([{ ...a!, datatype: 'FLOAT' }, b!]), simpleConfig())).toBe(
       "[request id: <id_unknown>] inference input 'INPUT0' has unknown data-type 'FLOAT'",
     );
   });
 
   it('wrong shape, with the NOTE when the model batches', () => {
-    expect(validationError(request([input('INPUT0', [1, 8]), input('INPUT1', [1, 16])]), simple())).toBe(
-      `[request id: <id_unknown>] unexpected shape for input 'INPUT0' for model 'simple'. Expected [-1,16], got [1,8]. ${NOTE}`,
+    expect(validationError(request([input('INPUT0', [1, 8]), input('INPUT1', [1, 16])]), simpleConfig())).toBe(
+      `[request id: <id_unknown>] unexpected shape for input 'INPUT0' for model 'simple'. Expected [-1,16], got [1,8]. ${MAX_BATCH_NOTE}`,
     );
-    expect(validationError(request([input('INPUT0', [1, 16]), input('INPUT1', [1, 4, 4])]), simple())).toBe(
-      `[request id: <id_unknown>] unexpected shape for input 'INPUT1' for model 'simple'. Expected [-1,16], got [1,4,4]. ${NOTE}`,
+    expect(validationError(request([input('INPUT0', [1, 16]), input('INPUT1', [1, 4, 4])]), simpleConfig())).toBe(
+      `[request id: <id_unknown>] unexpected shape for input 'INPUT1' for model 'simple'. Expected [-1,16], got [1,4,4]. ${MAX_BATCH_NOTE}`,
     );
   });
 
   it('wrong shape without the NOTE when the model does not batch', () => {
-    expect(validationError(request([input('INPUT0', [1, 16]), input('INPUT1', [16])]), simple(0))).toBe(
+    expect(validationError(request([input('INPUT0', [1, 16]), input('INPUT1', [16])]), simpleConfig(0))).toBe(
       "[request id: <id_unknown>] unexpected shape for input 'INPUT0' for model 'simple'. Expected [16], got [1,16]. ",
     );
   });
 
   it('batch larger than max_batch_size', () => {
-    expect(validationError(request(good(9)), simple())).toBe(
+    expect(validationError(request(good(9)), simpleConfig())).toBe(
       "[request id: <id_unknown>] inference request batch-size must be <= 8 for 'simple'",
     );
-    expect(validate(request(good(8)), simple()).batchSize).toBe(8);
+    expect(validate(request(good(8)), simpleConfig()).batchSize).toBe(8);
   });
 
   it('batch sizes that differ between inputs', () => {
-    expect(validationError(request([input('INPUT0', [2, 16]), input('INPUT1', [3, 16])]), simple())).toMatch(
+    expect(validationError(request([input('INPUT0', [2, 16]), input('INPUT1', [3, 16])]), simpleConfig())).toMatch(
       /^\[request id: <id_unknown>\] input 'INPUT\d' batch size does not match other inputs for 'simple'$/,
     );
   });
 
   it('no shape at all on a batching model', () => {
-    expect(validationError(request([input('INPUT0', [], i32(1)), input('INPUT1', [1, 16])]), simple())).toBe(
+    expect(validationError(request([input('INPUT0', [], i32(1)), input('INPUT1', [1, 16])]), simpleConfig())).toBe(
       "[request id: <id_unknown>] input 'INPUT0' has no shape but model requires batch dimension for 'simple'",
     );
   });
 
   it('batch size 0 is rejected', () => {
-    expect(validationError(request([input('INPUT0', [0, 16]), input('INPUT1', [0, 16])]), simple())).toMatch(/batch-size must be >= 1/);
+    expect(validationError(request([input('INPUT0', [0, 16]), input('INPUT1', [0, 16])]), simpleConfig())).toMatch(/batch-size must be >= 1/);
   });
 
   it('byte size mismatch', () => {
-    expect(validationError(request([input('INPUT0', [1, 16], i32(15)), input('INPUT1', [1, 16])]), simple())).toBe(
+    expect(validationError(request([input('INPUT0', [1, 16], i32(15)), input('INPUT1', [1, 16])]), simpleConfig())).toBe(
       "[request id: <id_unknown>] input byte size mismatch for input 'INPUT0' for model 'simple'. Expected 64, got 60",
     );
-    expect(validationError(request([input('INPUT0', [2, 16], i32(16)), input('INPUT1', [2, 16])]), simple())).toBe(
+    expect(validationError(request([input('INPUT0', [2, 16], i32(16)), input('INPUT1', [2, 16])]), simpleConfig())).toBe(
       "[request id: <id_unknown>] input byte size mismatch for input 'INPUT0' for model 'simple'. Expected 128, got 64",
     );
   });
@@ -218,7 +187,7 @@ describe("Triton's error texts", () => {
       input: [{ name: 'INPUT0', data_type: 'TYPE_STRING', dims: [16] }],
       output: [{ name: 'OUTPUT0', data_type: 'TYPE_STRING', dims: [16] }],
     };
-    const n = (k: number) => strings(Array.from({ length: k }, (_, i) => String(i)));
+    const n = (k: number) => joinBytes(Array.from({ length: k }, (_, i) => String(i)));
 
     it('too few elements', () => {
       expect(validationError(request([input('INPUT0', [1, 16], n(14), 'BYTES')]), cfg)).toBe(
@@ -240,8 +209,8 @@ describe("Triton's error texts", () => {
   });
 
   it('an input or output given twice', () => {
-    expect(validationError(request([...good(), good()[0]!]), simple())).toBe("[request id: <id_unknown>] input 'INPUT0' is given more than once");
-    expect(validationError(request(good(), { outputs: [{ name: 'OUTPUT0' }, { name: 'OUTPUT0' }] }), simple())).toBe(
+    expect(validationError(request([...good(), good()[0]!]), simpleConfig())).toBe("[request id: <id_unknown>] input 'INPUT0' is given more than once");
+    expect(validationError(request(good(), { outputs: [{ name: 'OUTPUT0' }, { name: 'OUTPUT0' }] }), simpleConfig())).toBe(
       "[request id: <id_unknown>] output 'OUTPUT0' is requested more than once",
     );
   });
@@ -260,15 +229,6 @@ describe('request parameters both protocols carry', () => {
   const req = (outputs: InferRequest['outputs'], inputs: InferInputTensor[] = [], parameters: InferRequest['parameters'] = {}): InferRequest => ({
     modelName: 'm', modelVersion: '', id: '', inputs, outputs, parameters,
   });
-  const caught = (fn: () => unknown): ServalError => {
-    try {
-      fn();
-    } catch (e) {
-      expect(e).toBeInstanceOf(ServalError);
-      return e as ServalError;
-    }
-    throw new Error('expected a ServalError');
-  };
 
   it('reads the classification top-k per output; 0 or absent means the tensor itself', () => {
     const counts = classCounts(req([{ name: 'A' }, { name: 'B', parameters: { classification: 3 } }, { name: 'C', parameters: { classification: 0 } }]));
@@ -277,7 +237,7 @@ describe('request parameters both protocols carry', () => {
 
   it('rejects a classification that is not a non-negative integer', () => {
     for (const bad of ['3', -1, 1.5, true]) {
-      const e = caught(() => classCounts(req([{ name: 'O', parameters: { classification: bad } }])));
+      const e = expectServalError(() => classCounts(req([{ name: 'O', parameters: { classification: bad } }])));
       expect(e.code).toBe('INVALID_ARG');
       expect(e.message).toBe("output 'O': 'classification' must be a non-negative integer");
     }
@@ -285,15 +245,15 @@ describe('request parameters both protocols carry', () => {
 
   it('refuses shared-memory inputs and outputs as unsupported, naming the tensor', () => {
     const shm = { shared_memory_region: 'r' };
-    const a = caught(() => classCounts(req([], [{ name: 'A', datatype: 'INT32', shape: [1], data: new Uint8Array(0), parameters: shm }])));
+    const a = expectServalError(() => classCounts(req([], [{ name: 'A', datatype: 'INT32', shape: [1], data: new Uint8Array(0), parameters: shm }])));
     expect([a.code, a.message]).toEqual(['UNSUPPORTED', "input 'A': shared memory inputs are not supported by this server"]);
-    const b = caught(() => classCounts(req([{ name: 'O', parameters: shm }])));
+    const b = expectServalError(() => classCounts(req([{ name: 'O', parameters: shm }])));
     expect([b.code, b.message]).toEqual(['UNSUPPORTED', "output 'O': shared memory outputs are not supported by this server"]);
   });
 
   it('reads priority and timeout as non-negative integers', () => {
     expect(queueParameters(req([], [], { priority: 2, timeout: 100n }))).toEqual({ priority: 2, timeoutUs: 100 });
     expect(queueParameters(req([]))).toEqual({ priority: 0, timeoutUs: 0 });
-    expect(caught(() => queueParameters(req([], [], { priority: -1 }))).message).toBe("request parameter 'priority' must be a non-negative integer, got \"-1\"");
+    expect(expectServalError(() => queueParameters(req([], [], { priority: -1 }))).message).toBe("request parameter 'priority' must be a non-negative integer, got \"-1\"");
   });
 });

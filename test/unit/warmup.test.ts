@@ -9,9 +9,9 @@ import type { ExecLayout, TensorSlot } from '../../src/backends/backend.js';
 import type { ResolvedModelConfig } from '../../src/config/resolved.js';
 import { parseModelConfigText } from '../../src/config/pbtxt.js';
 import { joinBytes, splitBytes } from '../../src/kernel/datatypes.js';
-import { ServalError } from '../../src/kernel/errors.js';
 import { warmupRequests as buildSamples } from '../../src/model/warmup.js';
 import { assemble } from '../../src/scheduler/scheduler.js';
+import { expectServalErrorAsync } from '../helpers/errors.js';
 import { resolveForTest } from '../helpers/resolve.js';
 
 type ExecRequest = ExecLayout & { data: Uint8Array };
@@ -49,15 +49,9 @@ const slot = (req: ExecRequest, name: string): TensorSlot => {
   return s;
 };
 
+/** The message of the INVALID_ARG error building the samples fails with. */
 async function warmupError(cfg: ResolvedModelConfig, dir: string): Promise<string> {
-  try {
-    await warmupRequests(cfg, dir);
-  } catch (e) {
-    expect(e).toBeInstanceOf(ServalError);
-    expect((e as ServalError).code).toBe('INVALID_ARG');
-    return (e as ServalError).message;
-  }
-  throw new Error('expected warmupRequests to fail');
+  return (await expectServalErrorAsync(() => warmupRequests(cfg, dir), 'INVALID_ARG')).message;
 }
 
 // Triton's qa model onnx_float32_float32_float32 with the "regular sample" of L0_warmup.
