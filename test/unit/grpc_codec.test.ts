@@ -1,12 +1,38 @@
 // src/frontends/grpc/infer_codec.ts: ModelInfer messages ⇄ core requests/responses.
 import { describe, expect, it } from 'vitest';
 import type { ServalError } from '../../src/kernel/errors.js';
+import type { InferParameter__Output } from '../../src/frontends/grpc/generated/inference/InferParameter.js';
+import type { InferTensorContents__Output } from '../../src/frontends/grpc/generated/inference/InferTensorContents.js';
 import { decodeGrpcInfer, encodeGrpcInfer, toGrpcParams, type GrpcInferRequest } from '../../src/frontends/grpc/infer_codec.js';
 import { expectServalError } from '../helpers/errors.js';
 import { asBuffer, rawOf } from '../helpers/tensors.js';
 
-function msg(inputs: GrpcInferRequest['inputs'], extra: Partial<GrpcInferRequest> = {}): GrpcInferRequest {
-  return { model_name: 'm', model_version: '', id: '', inputs, ...extra };
+type Params = Record<string, InferParameter__Output>;
+interface Input {
+  name: string;
+  datatype: string;
+  shape: (number | string)[];
+  parameters?: Params;
+  contents?: Partial<InferTensorContents__Output> | null;
+}
+type Extra = Partial<Omit<GrpcInferRequest, 'inputs' | 'outputs'>> & { outputs?: { name: string; parameters?: Params }[] };
+
+const NO_CONTENTS: InferTensorContents__Output = {
+  bool_contents: [], int_contents: [], int64_contents: [], uint_contents: [], uint64_contents: [], fp32_contents: [], fp64_contents: [], bytes_contents: [],
+};
+
+/** A ModelInferRequest as grpc-js hands it over: every field present (defaults), 64-bit values as strings. */
+function msg(inputs: Input[], extra: Extra = {}): GrpcInferRequest {
+  return {
+    model_name: 'm',
+    model_version: '',
+    id: '',
+    parameters: {},
+    raw_input_contents: [],
+    ...extra,
+    outputs: (extra.outputs ?? []).map((o) => ({ parameters: {}, ...o })),
+    inputs: inputs.map((i) => ({ parameters: {}, ...i, shape: i.shape.map(String), contents: i.contents ? { ...NO_CONTENTS, ...i.contents } : null })),
+  };
 }
 
 const decodeError = (m: GrpcInferRequest): ServalError => expectServalError(() => decodeGrpcInfer(m));
@@ -110,7 +136,7 @@ describe('decodeGrpcInfer: typed InferTensorContents', () => {
   });
 
   it('passes shared-memory inputs and outputs to the core with no data of their own', () => {
-    const p = { shared_memory_region: { parameter_choice: 'string_param', string_param: 'r' } };
+    const p: Params = { shared_memory_region: { parameter_choice: 'string_param', string_param: 'r' } };
     const req = decodeGrpcInfer(msg([{ name: 'A', datatype: 'INT32', shape: [1], parameters: p }], { outputs: [{ name: 'O', parameters: p }] }));
     expect(req.inputs[0]).toMatchObject({ name: 'A', parameters: { shared_memory_region: 'r' } });
     expect(req.inputs[0]!.data.byteLength).toBe(0);
@@ -127,7 +153,7 @@ describe('decodeGrpcInfer: parameters and outputs', () => {
         s: { parameter_choice: 'string_param', string_param: 'hi' },
         d: { parameter_choice: 'double_param', double_param: 0.25 },
         u: { parameter_choice: 'uint64_param', uint64_param: '18446744073709551615' },
-        old: { int64_param: 7 }, // no oneof name: whichever field is set
+        old: { int64_param: '7' }, // no oneof name: whichever field is set
       },
     }));
     expect(req.parameters).toEqual({ b: true, i: -42, s: 'hi', d: 0.25, u: 18446744073709551615n, old: 7 });

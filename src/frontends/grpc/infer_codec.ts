@@ -3,46 +3,18 @@
 import { elementSize, floatToHalf, isDataType, joinBytes, type DataType } from '../../kernel/datatypes.js';
 import { ServalError } from '../../kernel/errors.js';
 import type { InferRequest, InferResponse, Params, ParamValue } from '../../kernel/types.js';
+import type { InferParameter, InferParameter__Output } from './generated/inference/InferParameter.js';
+import type { InferTensorContents__Output } from './generated/inference/InferTensorContents.js';
+import type { ModelInferRequest__Output } from './generated/inference/ModelInferRequest.js';
+import type { ModelInferResponse } from './generated/inference/ModelInferResponse.js';
 
-export interface GrpcInferParameter {
-  bool_param?: boolean;
-  int64_param?: string | number;
-  string_param?: string;
-  double_param?: number;
-  uint64_param?: string | number;
-  parameter_choice?: string;
-}
-
-interface GrpcTensorContents {
-  bool_contents?: boolean[];
-  int_contents?: number[];
-  int64_contents?: (string | number)[];
-  uint_contents?: number[];
-  uint64_contents?: (string | number)[];
-  fp32_contents?: number[];
-  fp64_contents?: number[];
-  bytes_contents?: Buffer[];
-}
-
-export interface GrpcInferRequest {
-  model_name: string;
-  model_version: string;
-  id: string;
-  parameters?: Record<string, GrpcInferParameter>;
-  inputs?: {
-    name: string;
-    datatype: string;
-    shape: (string | number)[];
-    parameters?: Record<string, GrpcInferParameter>;
-    contents?: GrpcTensorContents | null;
-  }[];
-  outputs?: { name: string; parameters?: Record<string, GrpcInferParameter> }[];
-  raw_input_contents?: Buffer[];
-}
+/** A ModelInferRequest as grpc-js hands it over (proto-loader: defaults on, longs as strings). */
+export type GrpcInferRequest = ModelInferRequest__Output;
+type GrpcTensorContents = Partial<InferTensorContents__Output>;
 
 const bad = (msg: string): ServalError => ServalError.invalidArg(msg);
 
-function paramValue(p: GrpcInferParameter): ParamValue {
+function paramValue(p: InferParameter__Output): ParamValue {
   switch (p.parameter_choice) {
     case 'bool_param': return p.bool_param ?? false;
     case 'string_param': return p.string_param ?? '';
@@ -63,14 +35,14 @@ function paramValue(p: GrpcInferParameter): ParamValue {
   }
 }
 
-function params(m: Record<string, GrpcInferParameter> | undefined): Params {
+function params(m: Record<string, InferParameter__Output> | undefined): Params {
   const out: Params = {};
   for (const [k, v] of Object.entries(m ?? {})) out[k] = paramValue(v);
   return out;
 }
 
-export function toGrpcParams(p: Params | undefined): Record<string, GrpcInferParameter> {
-  const out: Record<string, GrpcInferParameter> = {};
+export function toGrpcParams(p: Params | undefined): Record<string, InferParameter> {
+  const out: Record<string, InferParameter> = {};
   for (const [k, v] of Object.entries(p ?? {})) {
     if (typeof v === 'boolean') out[k] = { bool_param: v };
     else if (typeof v === 'string') out[k] = { string_param: v };
@@ -161,7 +133,7 @@ export function decodeGrpcInfer(msg: GrpcInferRequest): InferRequest {
   };
 }
 
-export function encodeGrpcInfer(res: InferResponse): Record<string, unknown> {
+export function encodeGrpcInfer(res: InferResponse): ModelInferResponse {
   return {
     model_name: res.modelName,
     model_version: res.modelVersion,

@@ -6,15 +6,27 @@ import { Cancellation } from '../../kernel/cancel.js';
 import { asServalError, grpcStatus, ServalError } from '../../kernel/errors.js';
 import type { Logger } from '../../kernel/log.js';
 import { protoDir } from '../../kernel/paths.js';
-import { decodeGrpcInfer, encodeGrpcInfer, type GrpcInferRequest } from './infer_codec.js';
+import type { HealthHandlers } from './generated/grpc/health/v1/Health.js';
+import type { HealthCheckRequest__Output } from './generated/grpc/health/v1/HealthCheckRequest.js';
+import type { ProtoGrpcType } from './generated/grpc_service.js';
+import type { ProtoGrpcType as HealthProto } from './generated/health.js';
+import type { GRPCInferenceServiceHandlers } from './generated/inference/GRPCInferenceService.js';
+import type { ModelConfig } from './generated/inference/ModelConfig.js';
+import type { ModelConfigRequest__Output } from './generated/inference/ModelConfigRequest.js';
+import type { ModelInferRequest__Output } from './generated/inference/ModelInferRequest.js';
+import type { ModelMetadataRequest__Output } from './generated/inference/ModelMetadataRequest.js';
+import type { ModelReadyRequest__Output } from './generated/inference/ModelReadyRequest.js';
+import type { ModelRepositoryParameter__Output } from './generated/inference/ModelRepositoryParameter.js';
+import type { ModelStatisticsRequest__Output } from './generated/inference/ModelStatisticsRequest.js';
+import type { RepositoryIndexRequest__Output } from './generated/inference/RepositoryIndexRequest.js';
+import type { RepositoryModelLoadRequest__Output } from './generated/inference/RepositoryModelLoadRequest.js';
+import type { RepositoryModelUnloadRequest__Output } from './generated/inference/RepositoryModelUnloadRequest.js';
+import { decodeGrpcInfer, encodeGrpcInfer } from './infer_codec.js';
 
 // Triton accepts messages up to 2 GiB; grpc-js defaults to 4 MiB.
 const MAX_MESSAGE = 2 ** 31 - 1;
 
-type Call<Req> = grpc.ServerUnaryCall<Req, unknown>;
-type Callback = grpc.sendUnaryData<unknown>;
-
-function loadDefinitions(): grpc.GrpcObject {
+function loadDefinitions(): ProtoGrpcType & HealthProto {
   const def = protoLoader.loadSync(['grpc_service.proto', 'health.proto'], {
     includeDirs: [protoDir()],
     keepCase: true,
@@ -24,7 +36,7 @@ function loadDefinitions(): grpc.GrpcObject {
     defaults: true,
     oneofs: true,
   });
-  return grpc.loadPackageDefinition(def);
+  return grpc.loadPackageDefinition(def) as unknown as ProtoGrpcType & HealthProto;
 }
 
 /**
@@ -33,8 +45,8 @@ function loadDefinitions(): grpc.GrpcObject {
  * inference request's id.
  */
 function unaryWith(log: Logger) {
-  return <Req>(fn: (req: Req, call: Call<Req>) => unknown) =>
-    (call: Call<Req>, cb: Callback): void => {
+  return <Req, Res>(fn: (req: Req, call: grpc.ServerUnaryCall<Req, Res>) => Res | Promise<Res>): grpc.handleUnaryCall<Req, Res> =>
+    (call, cb) => {
       Promise.resolve()
         .then(() => fn(call.request, call))
         .then(
@@ -55,15 +67,10 @@ function unaryWith(log: Logger) {
     };
 }
 
-interface RepositoryRequest {
-  model_name: string;
-  parameters?: Record<string, { parameter_choice?: string } & Record<string, unknown>>;
-}
-
 /** ModelRepositoryParameter map → plain values (bytes stay Buffers). */
-function repositoryParams(m: RepositoryRequest['parameters']): Record<string, unknown> {
+function repositoryParams(m: Record<string, ModelRepositoryParameter__Output>): Record<string, unknown> {
   const out: Record<string, unknown> = {};
-  for (const [k, p] of Object.entries(m ?? {})) out[k] = p.parameter_choice ? p[p.parameter_choice] : undefined;
+  for (const [k, p] of Object.entries(m)) out[k] = p.parameter_choice ? p[p.parameter_choice] : undefined;
   return out;
 }
 
@@ -74,50 +81,49 @@ export interface GrpcServer {
 
 export async function startGrpcServer(core: CoreApi, log: Logger, host: string, port: number): Promise<GrpcServer> {
   const unary = unaryWith(log);
-  const pkg = loadDefinitions() as unknown as {
-    inference: { GRPCInferenceService: grpc.ServiceClientConstructor };
-    grpc: { health: { v1: { Health: grpc.ServiceClientConstructor } } };
-  };
+  const pkg = loadDefinitions();
   const server = new grpc.Server({
     'grpc.max_receive_message_length': MAX_MESSAGE,
     'grpc.max_send_message_length': MAX_MESSAGE,
   });
 
+  // Methods left out (streaming, shared memory, trace, logging) answer UNIMPLEMENTED (grpc-js).
   server.addService(pkg.inference.GRPCInferenceService.service, {
     ServerLive: unary(() => ({ live: core.isLive() })),
     ServerReady: unary(() => ({ ready: core.isReady() })),
-    ModelReady: unary((r: { name: string; version: string }) => ({ ready: core.isModelReady(r.name, r.version ?? '') })),
+    ModelReady: unary((r: ModelReadyRequest__Output) => ({ ready: core.isModelReady(r.name, r.version) })),
     ServerMetadata: unary(() => core.serverMetadata()),
-    ModelMetadata: unary((r: { name: string; version: string }) => core.modelMetadata(r.name, r.version ?? '')),
-    ModelConfig: unary((r: { name: string; version: string }) => ({ config: core.modelConfig(r.name, r.version ?? '') })),
-    ModelStatistics: unary((r: { name: string; version: string }) => ({ model_stats: core.statistics(r.name ?? '', r.version ?? '') })),
-    RepositoryIndex: unary(async (r: { ready: boolean }) => ({ models: await core.repositoryIndex(r.ready ?? false) })),
-    RepositoryModelLoad: unary(async (r: RepositoryRequest) => {
+    ModelMetadata: unary((r: ModelMetadataRequest__Output) => core.modelMetadata(r.name, r.version)),
+    // The config in Triton's JSON form: its keys and enum names are the proto's, so the message
+    // encoder takes it as it is, and both protocols answer from the same object.
+    ModelConfig: unary((r: ModelConfigRequest__Output) => ({ config: core.modelConfig(r.name, r.version) as ModelConfig })),
+    ModelStatistics: unary((r: ModelStatisticsRequest__Output) => ({ model_stats: core.statistics(r.name, r.version) })),
+    RepositoryIndex: unary(async (r: RepositoryIndexRequest__Output) => ({ models: await core.repositoryIndex(r.ready) })),
+    RepositoryModelLoad: unary(async (r: RepositoryModelLoadRequest__Output) => {
       await core.loadModel(r.model_name, repositoryParams(r.parameters));
       return {};
     }),
-    RepositoryModelUnload: unary(async (r: RepositoryRequest) => {
+    RepositoryModelUnload: unary(async (r: RepositoryModelUnloadRequest__Output) => {
       await core.unloadModel(r.model_name);
       return {};
     }),
-    ModelInfer: unary(async (r: GrpcInferRequest, call) => {
+    ModelInfer: unary(async (r: ModelInferRequest__Output, call) => {
       const req = decodeGrpcInfer(r);
       const cancellation = new Cancellation();
       call.once('cancelled', () => cancellation.cancel());
       req.cancellation = cancellation;
       return encodeGrpcInfer(await core.infer(req));
     }),
-  });
+  } satisfies Partial<GRPCInferenceServiceHandlers>);
 
   server.addService(pkg.grpc.health.v1.Health.service, {
-    Check: unary((r: { service: string }) => {
-      const svc = r.service ?? '';
-      if (svc !== '' && svc !== 'inference.GRPCInferenceService') {
-        throw ServalError.notFound(`unknown service '${svc}'`);
+    Check: unary((r: HealthCheckRequest__Output) => {
+      if (r.service !== '' && r.service !== 'inference.GRPCInferenceService') {
+        throw ServalError.notFound(`unknown service '${r.service}'`);
       }
       return { status: core.isReady() ? 'SERVING' : 'NOT_SERVING' };
     }),
-  });
+  } satisfies Partial<HealthHandlers>);
 
   const bound = await new Promise<number>((resolve, reject) =>
     server.bindAsync(`${host}:${port}`, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
