@@ -80,7 +80,7 @@ class TestInstance implements ModelInstance {
       produced.set('OUTPUT0', new Uint8Array(sum.buffer));
       produced.set('OUTPUT1', new Uint8Array(diff.buffer));
     } else {
-      inputs.forEach((_, i) => produced.set(`OUTPUT${i}`, bytes[i]!));
+      for (const [i, b] of bytes.entries()) produced.set(`OUTPUT${i}`, b);
     }
     const first = inputs[0]!;
     return {

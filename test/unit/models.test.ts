@@ -110,6 +110,7 @@ describe('identity models', () => {
   const f16 = [0x0000, 0x8000, 0x3c00, 0xbc00, 0x7bff, 0x0001, 0x03ff, 0x7c00, 0xfc00, 0x7e01, 0x3555, toFloat16Bits(-2.5)];
   const f32 = new Float32Array(12);
   new Uint32Array(f32.buffer).set([0x80000000, 0x00000001, 0x7f7fffff, 0x7fc00123, 0xff800000]);
+  // biome-ignore lint/suspicious/noApproximativeNumericConstant: an arbitrary FP32 value, not π
   f32.set([3.14159, -1e-30, 65504, 1 / 3, 0.1, -7, 42], 5);
   const f64 = Float64Array.from([0, -0, Math.PI, -1e300, 5e-324, Number.MAX_VALUE, NaN, Infinity, -Infinity, 1 / 3, 2 ** 60, -1]);
 
