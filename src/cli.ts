@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 // `serval`: parse flags, start the server, stop cleanly on SIGINT/SIGTERM.
 import { createLogger } from './kernel/log.js';
-import { parseArgs, UsageError, USAGE } from './options.js';
-import { startServer, StartupError } from './server.js';
+import { parseArgs, USAGE, UsageError } from './options.js';
+import { StartupError, startServer } from './server.js';
 
 async function main(): Promise<number> {
   let opts: ReturnType<typeof parseArgs>;

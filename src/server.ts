@@ -1,18 +1,18 @@
 // Assembles a server from options: repository, core, and the enabled front-ends; and stops it.
 import { readFileSync } from 'node:fs';
-import path from 'node:path';
-import type { FastifyInstance } from 'fastify';
-import type * as grpc from '@grpc/grpc-js';
 import type http from 'node:http';
+import path from 'node:path';
+import type * as grpc from '@grpc/grpc-js';
+import type { FastifyInstance } from 'fastify';
 import { builtinBackends } from './builtin_backends.js';
 import { InferenceCore } from './core/server_core.js';
-import { buildHttpServer } from './frontends/http/server.js';
 import { startGrpcServer } from './frontends/grpc/server.js';
+import { buildHttpServer } from './frontends/http/server.js';
 import { startMetricsServer } from './frontends/metrics/metrics.js';
 import type { Logger } from './kernel/log.js';
-import type { ServerOptions } from './options.js';
 import { projectRoot } from './kernel/paths.js';
 import type { IndexRow } from './kernel/types.js';
+import type { ServerOptions } from './options.js';
 import { ModelRepository } from './repository/repository.js';
 
 export const EXTENSIONS = [

@@ -46,8 +46,7 @@ function parseArgs(argv: readonly string[]): Args {
       const l = v();
       if (l !== 'disabled' && l !== 'basic' && l !== 'extended' && l !== 'all') throw new Error(`bad --opt-level ${l}`);
       a.optLevel = l;
-    }
-    else if (!k.startsWith('-') && !a.model) a.model = k;
+    } else if (!k.startsWith('-') && !a.model) a.model = k;
     else throw new Error(`unknown argument ${k}`);
   }
   if (!a.model) throw new Error('usage: bench-onnx MODEL.onnx [--batch 1,32] [--threads 2] [--seconds 5]');

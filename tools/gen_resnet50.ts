@@ -33,16 +33,7 @@ export function resnet50Graph(seed = 0x5e5_0050): GraphBuilder {
   const g = new GraphBuilder('resnet50');
 
   /** Conv (BatchNorm folded in as the bias), optionally followed by Relu. */
-  const conv = (
-    x: string,
-    name: string,
-    cin: number,
-    cout: number,
-    k: number,
-    stride: number,
-    relu: boolean,
-    gain = 1,
-  ): string => {
+  const conv = (x: string, name: string, cin: number, cout: number, k: number, stride: number, relu: boolean, gain = 1): string => {
     const pad = (k - 1) >> 1;
     const fanIn = cin * k * k;
     const w = g.initializer(`${name}.weight`, 'float32', [cout, cin, k, k], rng.heUniform(cout * fanIn, fanIn, gain));

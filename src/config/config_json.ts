@@ -21,13 +21,13 @@
 
 import {
   type FieldSpec,
-  type MessageSpec,
-  type ScalarTypeName,
-  type ValueSpec,
   INTEGER_RANGES,
+  type MessageSpec,
   modelConfigSpec,
   roundToFloat32,
+  type ScalarTypeName,
   setOwn,
+  type ValueSpec,
 } from './schema.js';
 
 /** A model-config JSON (or internal object) that does not fit the schema. */

@@ -6,16 +6,16 @@
 
 import type protobuf from 'protobufjs';
 import {
-  type FieldSpec,
-  type MessageSpec,
-  type ScalarTypeName,
-  type ValueSpec,
   describeMessage,
+  type FieldSpec,
   INTEGER_RANGES,
-  mapEntryName,
+  type MessageSpec,
   ModelConfigType,
+  mapEntryName,
   roundToFloat32,
+  type ScalarTypeName,
   setOwn,
+  type ValueSpec,
 } from './schema.js';
 import type { ModelConfig } from './types.js';
 
@@ -70,8 +70,17 @@ function isIdentPart(c: string | undefined): boolean {
 }
 
 const SIMPLE_ESCAPES: Readonly<Record<string, number>> = {
-  a: 0x07, b: 0x08, f: 0x0c, n: 0x0a, r: 0x0d, t: 0x09, v: 0x0b,
-  '\\': 0x5c, '?': 0x3f, "'": 0x27, '"': 0x22,
+  a: 0x07,
+  b: 0x08,
+  f: 0x0c,
+  n: 0x0a,
+  r: 0x0d,
+  t: 0x09,
+  v: 0x0b,
+  '\\': 0x5c,
+  '?': 0x3f,
+  "'": 0x27,
+  '"': 0x22,
 };
 
 class Tokenizer {
@@ -79,7 +88,10 @@ class Tokenizer {
   private line = 1;
   private column = 1;
 
-  constructor(private readonly text: string, private readonly file: string) {}
+  constructor(
+    private readonly text: string,
+    private readonly file: string,
+  ) {}
 
   private fail(line: number, column: number, reason: string): never {
     throw new PbtxtError(this.file, line, column, reason);
@@ -273,7 +285,10 @@ function scalarDefault(scalar: ScalarTypeName): unknown {
 class Parser {
   private tok: Token;
 
-  constructor(private readonly tokenizer: Tokenizer, private readonly file: string) {
+  constructor(
+    private readonly tokenizer: Tokenizer,
+    private readonly file: string,
+  ) {
     this.tok = tokenizer.next();
   }
 
@@ -372,8 +387,10 @@ class Parser {
     }
 
     const readOne = (): unknown =>
-      field.mapKey !== undefined ? this.parseMapEntry(owner, field)
-        : field.value.kind === 'message' ? this.parseMessageValue(field.value.message, field)
+      field.mapKey !== undefined
+        ? this.parseMapEntry(owner, field)
+        : field.value.kind === 'message'
+          ? this.parseMessageValue(field.value.message, field)
           : this.parseScalar(field.value, field);
 
     const values: unknown[] = [];
@@ -420,11 +437,19 @@ class Parser {
     const entryName = mapEntryName(owner, field);
     const keyType = field.mapKey as ScalarTypeName;
     const keySpec: FieldSpec = {
-      name: 'key', jsonName: 'key', id: 1, repeated: false,
-      value: { kind: 'scalar', scalar: keyType }, hasPresence: false,
+      name: 'key',
+      jsonName: 'key',
+      id: 1,
+      repeated: false,
+      value: { kind: 'scalar', scalar: keyType },
+      hasPresence: false,
     };
     const valueSpec: FieldSpec = {
-      name: 'value', jsonName: 'value', id: 2, repeated: false, value: field.value,
+      name: 'value',
+      jsonName: 'value',
+      id: 2,
+      repeated: false,
+      value: field.value,
       hasPresence: field.value.kind === 'message',
     };
     const close = this.openMessage(field);
@@ -435,9 +460,12 @@ class Parser {
     for (;;) {
       if (this.trySymbol(close)) break;
       if (this.tok.kind !== 'ident') {
-        this.fail(this.tok, this.tok.kind === 'eof'
-          ? `unexpected end of input, expected "${close}"`
-          : `expected "key" or "value" in ${entryName}, found ${this.describe(this.tok)}`);
+        this.fail(
+          this.tok,
+          this.tok.kind === 'eof'
+            ? `unexpected end of input, expected "${close}"`
+            : `expected "key" or "value" in ${entryName}, found ${this.describe(this.tok)}`,
+        );
       }
       const nameTok = this.take();
       if (nameTok.text === 'key') {
@@ -591,11 +619,7 @@ class Parser {
  *
  * @throws PbtxtError on any syntax, schema or range problem.
  */
-export function parseTextProto(
-  text: string,
-  type: protobuf.Type,
-  fileName = '<input>',
-): Record<string, unknown> {
+export function parseTextProto(text: string, type: protobuf.Type, fileName = '<input>'): Record<string, unknown> {
   const parser = new Parser(new Tokenizer(text, fileName), fileName);
   return parser.parseDocument(describeMessage(type));
 }

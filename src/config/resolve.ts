@@ -4,9 +4,7 @@
 import { elementCount, fromConfigType } from '../kernel/datatypes.js';
 import { ServalError } from '../kernel/errors.js';
 import { toTritonConfigJson } from './config_json.js';
-import type {
-  BatchingPolicy, PlacedInstances, QueuePolicy, ResolvedInput, ResolvedModelConfig, ResolvedOutput,
-} from './resolved.js';
+import type { BatchingPolicy, PlacedInstances, QueuePolicy, ResolvedInput, ResolvedModelConfig, ResolvedOutput } from './resolved.js';
 import type { IoSignature, ModelSignature } from './signature.js';
 import type { ModelConfig, ModelInput, ModelOutput, ModelQueuePolicy } from './types.js';
 
@@ -109,7 +107,10 @@ function tensor(model: string, kind: 'input' | 'output', t: ModelInput | ModelOu
     const fixed = (s: number[]): number => elementCount(s.filter((d) => d !== -1));
     const varying = (s: number[]): number => s.filter((d) => d === -1).length;
     if (varying(dims) !== varying(shape) || (varying(dims) === 0 && fixed(dims) !== fixed(shape))) {
-      throw bad(model, `${kind} '${t.name}' has a reshape [${shape.join(',')}] whose element count does not match its dims [${dims.join(',')}]`);
+      throw bad(
+        model,
+        `${kind} '${t.name}' has a reshape [${shape.join(',')}] whose element count does not match its dims [${dims.join(',')}]`,
+      );
     }
     modelDims = shape;
   }
@@ -139,7 +140,14 @@ function batchingPolicy(name: string, config: ModelConfig): BatchingPolicy {
   const maxBatchSize = config.max_batch_size ?? 0;
   const db = config.dynamic_batching;
   if (!db) {
-    return { maxBatchSize, dynamic: false, preferredBatchSizes: [], maxQueueDelayNs: 0, preserveOrdering: false, queue: { levels: 1, defaultLevel: 1, policies: [UNBOUNDED] } };
+    return {
+      maxBatchSize,
+      dynamic: false,
+      preferredBatchSizes: [],
+      maxQueueDelayNs: 0,
+      preserveOrdering: false,
+      queue: { levels: 1, defaultLevel: 1, policies: [UNBOUNDED] },
+    };
   }
   if (maxBatchSize === 0) throw bad(name, 'dynamic batching requires max_batch_size > 0');
   db.preferred_batch_size ??= [];
@@ -187,7 +195,10 @@ function checkSignature(name: string, maxBatch: number, inputs: ModelInput[], ou
   const check = (kind: 'input' | 'output', t: ModelInput | ModelOutput, list: IoSignature[]): void => {
     const m = list.find((s) => s.name === t.name);
     if (!m) {
-      throw bad(name, `unexpected ${kind} '${t.name}' in the model configuration; the model file's ${kind}s are [${list.map((s) => `'${s.name}'`).join(', ')}]`);
+      throw bad(
+        name,
+        `unexpected ${kind} '${t.name}' in the model configuration; the model file's ${kind}s are [${list.map((s) => `'${s.name}'`).join(', ')}]`,
+      );
     }
     if (m.datatype !== fromConfigType(t.data_type ?? 'TYPE_INVALID')) {
       const fileType = m.datatype ? `TYPE_${m.datatype === 'BYTES' ? 'STRING' : m.datatype}` : `'${m.rawType}' (unsupported)`;
@@ -211,6 +222,9 @@ function checkSignature(name: string, maxBatch: number, inputs: ModelInput[], ou
   for (const t of outputs) check('output', t, sig.outputs);
   const missing = sig.inputs.filter((s) => !inputs.some((t) => t.name === s.name));
   if (missing.length) {
-    throw bad(name, `the model file has input(s) [${missing.map((s) => `'${s.name}'`).join(', ')}] that the configuration does not declare`);
+    throw bad(
+      name,
+      `the model file has input(s) [${missing.map((s) => `'${s.name}'`).join(', ')}] that the configuration does not declare`,
+    );
   }
 }

@@ -12,8 +12,7 @@ const PROTO_DIR = protoDir();
 export function loadProtoRoot(files: string | string[]): protobuf.Root {
   const root = new protobuf.Root();
   // Resolve imports (e.g. `import "model_config.proto"`) against PROTO_DIR.
-  root.resolvePath = (_origin: string, target: string): string =>
-    resolve(PROTO_DIR, target);
+  root.resolvePath = (_origin: string, target: string): string => resolve(PROTO_DIR, target);
   root.loadSync(files, { keepCase: true });
   root.resolveAll();
   return root;
@@ -32,14 +31,38 @@ export function modelConfigType(): protobuf.Type {
 
 /** Protobuf scalar type names as they appear in .proto files. */
 export type ScalarTypeName =
-  | 'double' | 'float'
-  | 'int32' | 'uint32' | 'sint32' | 'fixed32' | 'sfixed32'
-  | 'int64' | 'uint64' | 'sint64' | 'fixed64' | 'sfixed64'
-  | 'bool' | 'string' | 'bytes';
+  | 'double'
+  | 'float'
+  | 'int32'
+  | 'uint32'
+  | 'sint32'
+  | 'fixed32'
+  | 'sfixed32'
+  | 'int64'
+  | 'uint64'
+  | 'sint64'
+  | 'fixed64'
+  | 'sfixed64'
+  | 'bool'
+  | 'string'
+  | 'bytes';
 
 const SCALAR_TYPES: ReadonlySet<string> = new Set<ScalarTypeName>([
-  'double', 'float', 'int32', 'uint32', 'sint32', 'fixed32', 'sfixed32',
-  'int64', 'uint64', 'sint64', 'fixed64', 'sfixed64', 'bool', 'string', 'bytes',
+  'double',
+  'float',
+  'int32',
+  'uint32',
+  'sint32',
+  'fixed32',
+  'sfixed32',
+  'int64',
+  'uint64',
+  'sint64',
+  'fixed64',
+  'sfixed64',
+  'bool',
+  'string',
+  'bytes',
 ]);
 
 /** The value type of a field (or of a map's values). */

@@ -6,7 +6,7 @@ import { ServalError } from '../kernel/errors.js';
 import type { IndexRow, InferRequest, InferResponse, ModelMetadata, ServerMetadata } from '../kernel/types.js';
 import type { ModelVersion } from '../model/model_version.js';
 import type { ModelRepository } from '../repository/repository.js';
-import { statisticsOf, type ModelStatisticsJson } from '../stats/report.js';
+import { type ModelStatisticsJson, statisticsOf } from '../stats/report.js';
 import type { CoreApi, ModelMetricsRow } from './api.js';
 
 export interface CoreOptions {
@@ -53,7 +53,11 @@ export class InferenceCore implements CoreApi {
   modelMetadata(name: string, version: string): ModelMetadata {
     const c = this.repository.get(name, version).config;
     const batch = c.maxBatchSize > 0 ? [-1] : [];
-    const tensor = (t: { name: string; datatype: string; dims: readonly number[] }) => ({ name: t.name, datatype: t.datatype, shape: [...batch, ...t.dims] });
+    const tensor = (t: { name: string; datatype: string; dims: readonly number[] }) => ({
+      name: t.name,
+      datatype: t.datatype,
+      shape: [...batch, ...t.dims],
+    });
     return {
       name: c.name,
       versions: this.repository.readyVersions(name).map(String),
@@ -98,7 +102,8 @@ export class InferenceCore implements CoreApi {
     }
     const config = parameters.config;
     if (config !== undefined) {
-      if (typeof config !== 'string') throw ServalError.invalidArg(`failed to load '${name}': the 'config' parameter must be a JSON string`);
+      if (typeof config !== 'string')
+        throw ServalError.invalidArg(`failed to load '${name}': the 'config' parameter must be a JSON string`);
       try {
         override = fromTritonConfigJson(config) as ModelConfig;
       } catch (e) {

@@ -3,16 +3,36 @@
 import { ServalError } from './errors.js';
 
 export const DATATYPES = [
-  'BOOL', 'UINT8', 'UINT16', 'UINT32', 'UINT64',
-  'INT8', 'INT16', 'INT32', 'INT64',
-  'FP16', 'FP32', 'FP64', 'BYTES',
+  'BOOL',
+  'UINT8',
+  'UINT16',
+  'UINT32',
+  'UINT64',
+  'INT8',
+  'INT16',
+  'INT32',
+  'INT64',
+  'FP16',
+  'FP32',
+  'FP64',
+  'BYTES',
 ] as const;
 export type DataType = (typeof DATATYPES)[number];
 
 export type OrtType =
-  | 'bool' | 'uint8' | 'uint16' | 'uint32' | 'uint64'
-  | 'int8' | 'int16' | 'int32' | 'int64'
-  | 'float16' | 'float32' | 'float64' | 'string';
+  | 'bool'
+  | 'uint8'
+  | 'uint16'
+  | 'uint32'
+  | 'uint64'
+  | 'int8'
+  | 'int16'
+  | 'int32'
+  | 'int64'
+  | 'float16'
+  | 'float32'
+  | 'float64'
+  | 'string';
 
 interface TypeInfo {
   /** Bytes per element on the wire; 0 for BYTES (variable). */
@@ -73,13 +93,30 @@ export function elementCount(shape: readonly number[]): number {
 }
 
 type NumericArray =
-  | Uint8Array | Int8Array | Uint16Array | Int16Array | Uint32Array | Int32Array
-  | Float32Array | Float64Array | BigInt64Array | BigUint64Array;
+  | Uint8Array
+  | Int8Array
+  | Uint16Array
+  | Int16Array
+  | Uint32Array
+  | Int32Array
+  | Float32Array
+  | Float64Array
+  | BigInt64Array
+  | BigUint64Array;
 
 const VIEW_CTOR: Record<Exclude<DataType, 'BYTES'>, new (b: ArrayBufferLike, o: number, n: number) => NumericArray> = {
-  BOOL: Uint8Array, UINT8: Uint8Array, UINT16: Uint16Array, UINT32: Uint32Array, UINT64: BigUint64Array,
-  INT8: Int8Array, INT16: Int16Array, INT32: Int32Array, INT64: BigInt64Array,
-  FP16: Uint16Array, FP32: Float32Array, FP64: Float64Array,
+  BOOL: Uint8Array,
+  UINT8: Uint8Array,
+  UINT16: Uint16Array,
+  UINT32: Uint32Array,
+  UINT64: BigUint64Array,
+  INT8: Int8Array,
+  INT16: Int16Array,
+  INT32: Int32Array,
+  INT64: BigInt64Array,
+  FP16: Uint16Array,
+  FP32: Float32Array,
+  FP64: Float64Array,
 };
 
 /**
@@ -207,8 +244,12 @@ export function jsonToRaw(dt: DataType, data: unknown, what: string, expectedCou
 }
 
 const INT_RANGE: Partial<Record<DataType, [number, number]>> = {
-  UINT8: [0, 0xff], UINT16: [0, 0xffff], UINT32: [0, 0xffffffff],
-  INT8: [-0x80, 0x7f], INT16: [-0x8000, 0x7fff], INT32: [-0x80000000, 0x7fffffff],
+  UINT8: [0, 0xff],
+  UINT16: [0, 0xffff],
+  UINT32: [0, 0xffffffff],
+  INT8: [-0x80, 0x7f],
+  INT16: [-0x8000, 0x7fff],
+  INT32: [-0x80000000, 0x7fffffff],
 };
 
 function badJson(what: string, dt: DataType, v: unknown): ServalError {

@@ -2,20 +2,41 @@
 // The codes are Triton's TRITONSERVER_Error codes; front-ends translate them exactly as Triton does.
 
 export type ErrorCode =
-  | 'UNKNOWN' | 'INTERNAL' | 'NOT_FOUND' | 'INVALID_ARG'
-  | 'UNAVAILABLE' | 'UNSUPPORTED' | 'ALREADY_EXISTS' | 'CANCELLED';
+  | 'UNKNOWN'
+  | 'INTERNAL'
+  | 'NOT_FOUND'
+  | 'INVALID_ARG'
+  | 'UNAVAILABLE'
+  | 'UNSUPPORTED'
+  | 'ALREADY_EXISTS'
+  | 'CANCELLED';
 
 export class ServalError extends Error {
-  constructor(readonly code: ErrorCode, message: string) {
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+  ) {
     super(message);
     this.name = 'ServalError';
   }
-  static invalidArg(msg: string): ServalError { return new ServalError('INVALID_ARG', msg); }
-  static notFound(msg: string): ServalError { return new ServalError('NOT_FOUND', msg); }
-  static unavailable(msg: string): ServalError { return new ServalError('UNAVAILABLE', msg); }
-  static internal(msg: string): ServalError { return new ServalError('INTERNAL', msg); }
-  static unsupported(msg: string): ServalError { return new ServalError('UNSUPPORTED', msg); }
-  static cancelled(msg: string): ServalError { return new ServalError('CANCELLED', msg); }
+  static invalidArg(msg: string): ServalError {
+    return new ServalError('INVALID_ARG', msg);
+  }
+  static notFound(msg: string): ServalError {
+    return new ServalError('NOT_FOUND', msg);
+  }
+  static unavailable(msg: string): ServalError {
+    return new ServalError('UNAVAILABLE', msg);
+  }
+  static internal(msg: string): ServalError {
+    return new ServalError('INTERNAL', msg);
+  }
+  static unsupported(msg: string): ServalError {
+    return new ServalError('UNSUPPORTED', msg);
+  }
+  static cancelled(msg: string): ServalError {
+    return new ServalError('CANCELLED', msg);
+  }
 }
 
 /** Anything thrown becomes a ServalError; unexpected errors are INTERNAL. */
@@ -28,24 +49,37 @@ export function asServalError(e: unknown): ServalError {
 /** HTTP status for a code, as Triton's HTTP front-end maps TRITONSERVER_Error codes. */
 export function httpStatus(code: ErrorCode): number {
   switch (code) {
-    case 'INTERNAL': return 500;
-    case 'NOT_FOUND': return 404;
-    case 'UNAVAILABLE': return 503;
-    case 'UNSUPPORTED': return 501;
-    default: return 400; // UNKNOWN, INVALID_ARG, ALREADY_EXISTS, CANCELLED
+    case 'INTERNAL':
+      return 500;
+    case 'NOT_FOUND':
+      return 404;
+    case 'UNAVAILABLE':
+      return 503;
+    case 'UNSUPPORTED':
+      return 501;
+    default:
+      return 400; // UNKNOWN, INVALID_ARG, ALREADY_EXISTS, CANCELLED
   }
 }
 
 /** grpc status numbers (see @grpc/grpc-js `status`), as Triton's gRPC front-end maps them. */
 export function grpcStatus(code: ErrorCode): number {
   switch (code) {
-    case 'CANCELLED': return 1;
-    case 'UNKNOWN': return 2;
-    case 'INVALID_ARG': return 3;
-    case 'NOT_FOUND': return 5;
-    case 'ALREADY_EXISTS': return 6;
-    case 'UNSUPPORTED': return 12;
-    case 'INTERNAL': return 13;
-    case 'UNAVAILABLE': return 14;
+    case 'CANCELLED':
+      return 1;
+    case 'UNKNOWN':
+      return 2;
+    case 'INVALID_ARG':
+      return 3;
+    case 'NOT_FOUND':
+      return 5;
+    case 'ALREADY_EXISTS':
+      return 6;
+    case 'UNSUPPORTED':
+      return 12;
+    case 'INTERNAL':
+      return 13;
+    case 'UNAVAILABLE':
+      return 14;
   }
 }

@@ -77,9 +77,7 @@ export function parseJsonExact(text: string): unknown {
     }
   }
   out += text.slice(last);
-  return JSON.parse(out, (_k, v: unknown) =>
-    typeof v === 'string' && v.startsWith(MARK) ? exactOrNumber(v.slice(MARK.length)) : v,
-  );
+  return JSON.parse(out, (_k, v: unknown) => (typeof v === 'string' && v.startsWith(MARK) ? exactOrNumber(v.slice(MARK.length)) : v));
 }
 
 function exactOrNumber(digits: string): number | bigint {

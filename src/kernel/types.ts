@@ -1,7 +1,8 @@
 // The request/response types shared by every front-end and the core. Tensor data is always
 // raw little-endian bytes (BYTES: 4-byte length-prefixed elements), never JS number arrays.
-import type { DataType } from './datatypes.js';
+
 import type { Cancellation } from './cancel.js';
+import type { DataType } from './datatypes.js';
 
 export type ParamValue = string | number | boolean | bigint;
 export type Params = Record<string, ParamValue>;

@@ -6,8 +6,8 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Backend, ModelFiles, ModelInstance } from '../backends/backend.js';
 import type { BackendRegistry } from '../backends/registry.js';
-import type { ResolvedModelConfig } from '../config/resolved.js';
 import { resolveConfig } from '../config/resolve.js';
+import type { ResolvedModelConfig } from '../config/resolved.js';
 import type { ModelConfig } from '../config/types.js';
 import { ServalError } from '../kernel/errors.js';
 import type { InferOutputTensor, InferRequest, InferResponse } from '../kernel/types.js';
@@ -15,7 +15,7 @@ import { Scheduler, submit } from '../scheduler/scheduler.js';
 import { ModelStats } from '../stats/model_stats.js';
 import { classify, clientShape } from './outputs.js';
 import { classCounts, queueParameters, validateRequest } from './validate.js';
-import { warmupRequests, type WarmupSample } from './warmup.js';
+import { type WarmupSample, warmupRequests } from './warmup.js';
 
 export interface LoadOptions {
   autoComplete: boolean;
@@ -101,7 +101,10 @@ async function readLabels(config: ModelConfig, name: string, modelDir: string): 
     const text = await readFile(path.join(modelDir, file), 'utf8').catch((e: Error) => {
       throw ServalError.invalidArg(`model '${name}': cannot read label file '${file}' of output '${out.name}': ${e.message}`);
     });
-    labels.set(file, text.split(/\r?\n/).filter((l, i, all) => l !== '' || i < all.length - 1));
+    labels.set(
+      file,
+      text.split(/\r?\n/).filter((l, i, all) => l !== '' || i < all.length - 1),
+    );
   }
   return labels;
 }
@@ -127,7 +130,9 @@ async function warmUp(config: ResolvedModelConfig, samples: WarmupSample[], inst
           try {
             await submit(inst, [s.req], s.req.batchSize).result;
           } catch (e) {
-            throw ServalError.invalidArg(`model '${config.name}': warmup sample '${s.name}' failed on ${inst.placement.name}: ${(e as Error).message}`);
+            throw ServalError.invalidArg(
+              `model '${config.name}': warmup sample '${s.name}' failed on ${inst.placement.name}: ${(e as Error).message}`,
+            );
           }
         }
       }

@@ -1,7 +1,7 @@
 // What a client gets back for each output: the config's dims (an output `reshape` undone) and,
 // when asked for (classification extension), the top classes instead of the tensor.
 import type { ResolvedOutput } from '../config/resolved.js';
-import { elementCount, halfToFloat, joinBytes, typedView, type DataType } from '../kernel/datatypes.js';
+import { type DataType, elementCount, halfToFloat, joinBytes, typedView } from '../kernel/datatypes.js';
 import { ServalError } from '../kernel/errors.js';
 import type { InferOutputTensor } from '../kernel/types.js';
 import type { ScheduledOutput } from '../scheduler/scheduler.js';

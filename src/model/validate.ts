@@ -95,7 +95,9 @@ export function validateRequest(req: InferRequest, config: ResolvedModelConfig):
             'If you want to specify the full shape including the batch dim in your input dims config, try setting max_batch_size to zero. ' +
             'See the model configuration docs for more info on max_batch_size.'
           : '';
-      throw fail(`unexpected shape for input '${inp.name}' for model '${model}'. Expected ${dimsText(full)}, got ${dimsText(inp.shape)}. ${note}`);
+      throw fail(
+        `unexpected shape for input '${inp.name}' for model '${model}'. Expected ${dimsText(full)}, got ${dimsText(inp.shape)}. ${note}`,
+      );
     }
     const count = elementCount(inp.shape);
     if (expected === 'BYTES') {
@@ -103,7 +105,9 @@ export function validateRequest(req: InferRequest, config: ResolvedModelConfig):
       const n = elements.length;
       if (n > count) {
         // Triton stops reading at the first element too many and reports that count.
-        throw fail(`unexpected number of string elements ${count + 1} for inference input '${inp.name}' for model '${model}', expecting ${count}`);
+        throw fail(
+          `unexpected number of string elements ${count + 1} for inference input '${inp.name}' for model '${model}', expecting ${count}`,
+        );
       }
       if (n < count) {
         throw fail(`expected ${count} string elements for inference input '${inp.name}' for model '${model}', got ${n}`);

@@ -19,15 +19,16 @@
 // The execution is built like a client request: checked by validate.ts (data types, shapes against
 // the config dims, reshape, BYTES element counts), requesting every output of the model; each run
 // is assembled into an instance's reservation like any batch (scheduler's `submit`).
-import { readFile } from 'node:fs/promises';
+
 import { randomBytes } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
 import * as path from 'node:path';
 import type { ResolvedModelConfig } from '../config/resolved.js';
 import type { ModelWarmup, ModelWarmupInput } from '../config/types.js';
-import { elementCount, elementSize, fromConfigType, splitBytes, type DataType } from '../kernel/datatypes.js';
+import { type DataType, elementCount, elementSize, fromConfigType, splitBytes } from '../kernel/datatypes.js';
 import { ServalError } from '../kernel/errors.js';
 import type { InferInputTensor, InferRequest } from '../kernel/types.js';
-import { validateRequest, type ValidatedRequest } from './validate.js';
+import { type ValidatedRequest, validateRequest } from './validate.js';
 
 /** Triton's kWarmupDataFolder. */
 export const WARMUP_DATA_FOLDER = 'warmup';
@@ -56,7 +57,12 @@ export async function warmupRequests(config: ResolvedModelConfig, modelDir: stri
   return samples;
 }
 
-async function buildSample(config: ResolvedModelConfig, w: ModelWarmup, index: number, modelDir: string): Promise<WarmupSample | undefined> {
+async function buildSample(
+  config: ResolvedModelConfig,
+  w: ModelWarmup,
+  index: number,
+  modelDir: string,
+): Promise<WarmupSample | undefined> {
   const model = config.name;
   const sampleName = w.name ?? '';
   const where = `model '${model}': warmup sample '${sampleName || `#${index}`}'`;
@@ -77,9 +83,7 @@ async function buildSample(config: ResolvedModelConfig, w: ModelWarmup, index: n
   const warmInputs = Object.entries(w.inputs ?? {});
   for (const [name] of warmInputs) {
     if (!configInputs.some((c) => c.name === name)) {
-      throw fail(
-        `unknown input '${name}'; the model's inputs are [${configInputs.map((c) => `'${c.name}'`).join(', ')}]`,
-      );
+      throw fail(`unknown input '${name}'; the model's inputs are [${configInputs.map((c) => `'${c.name}'`).join(', ')}]`);
     }
   }
   const missing = configInputs.filter((c) => !c.optional && !warmInputs.some(([n]) => n === c.name));
@@ -113,11 +117,7 @@ async function buildSample(config: ResolvedModelConfig, w: ModelWarmup, index: n
 }
 
 /** The bytes of one batch-1 sample of a warmup input. */
-async function sampleBytes(
-  wi: ModelWarmupInput,
-  modelDir: string,
-  fail: (msg: string) => ServalError,
-): Promise<Uint8Array> {
+async function sampleBytes(wi: ModelWarmupInput, modelDir: string, fail: (msg: string) => ServalError): Promise<Uint8Array> {
   const configType = wi.data_type ?? 'TYPE_INVALID';
   const dt = fromConfigType(configType);
   if (!dt) throw fail(`data_type ${configType} is not supported`);
@@ -161,9 +161,7 @@ async function fileBytes(
     data = await readFile(full);
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
-    throw fail(
-      `cannot read input_data_file '${file}' (${full}): ${code === 'ENOENT' ? 'no such file' : (e as Error).message}`,
-    );
+    throw fail(`cannot read input_data_file '${file}' (${full}): ${code === 'ENOENT' ? 'no such file' : (e as Error).message}`);
   }
   if (dt === 'BYTES') {
     let n: number;

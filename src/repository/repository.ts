@@ -30,7 +30,10 @@ export interface ModelEntry {
 }
 
 async function isDir(p: string): Promise<boolean> {
-  return stat(p).then((s) => s.isDirectory(), () => false);
+  return stat(p).then(
+    (s) => s.isDirectory(),
+    () => false,
+  );
 }
 
 /** Numeric version folders of a model, ascending. */
@@ -172,12 +175,14 @@ export class ModelRepository {
     const prev = this.busy.get(name) ?? Promise.resolve();
     const next = prev.then(op, op);
     // The queue entry never rejects; the caller gets `next` with the operation's outcome.
-    const tracked: Promise<void> = next.then(
-      () => undefined,
-      () => undefined,
-    ).finally(() => {
-      if (this.busy.get(name) === tracked) this.busy.delete(name);
-    });
+    const tracked: Promise<void> = next
+      .then(
+        () => undefined,
+        () => undefined,
+      )
+      .finally(() => {
+        if (this.busy.get(name) === tracked) this.busy.delete(name);
+      });
     this.busy.set(name, tracked);
     return next;
   }
@@ -392,7 +397,10 @@ export class ModelRepository {
   readyVersions(name: string): number[] {
     const entry = this.models.get(name);
     if (!entry) return [];
-    return [...entry.versions.values()].filter((v) => v.state === 'READY').map((v) => v.version).sort((a, b) => a - b);
+    return [...entry.versions.values()]
+      .filter((v) => v.state === 'READY')
+      .map((v) => v.version)
+      .sort((a, b) => a - b);
   }
 
   /** All loaded model versions (for statistics). */

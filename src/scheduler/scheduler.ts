@@ -4,10 +4,10 @@
 import type { ExecLayout, ExecResult, Execution, ModelInstance, Reservation, TensorSlot } from '../backends/backend.js';
 import type { BatchingPolicy } from '../config/resolved.js';
 import type { Cancellation } from '../kernel/cancel.js';
-import { elementCount, type DataType } from '../kernel/datatypes.js';
+import { type DataType, elementCount } from '../kernel/datatypes.js';
 import { asServalError, ServalError } from '../kernel/errors.js';
 import type { FailureReason, ModelStats, RequestTiming } from '../stats/model_stats.js';
-import { PriorityQueue, type Entry } from './queue.js';
+import { type Entry, PriorityQueue } from './queue.js';
 
 /** A validated request as the scheduler sees it: tensors already in the model's shapes. */
 export interface ScheduledInput {
@@ -246,7 +246,11 @@ export class Scheduler {
     };
     try {
       try {
-        const execution = submit(instance, batch.map((q) => q.req), total);
+        const execution = submit(
+          instance,
+          batch.map((q) => q.req),
+          total,
+        );
         if (execution.held) {
           for (const q of batch) {
             q.req.cancellation?.onCancel(() => {
@@ -261,7 +265,11 @@ export class Scheduler {
         for (const q of batch) q.req.cancellation?.onCancel(undefined);
       }
       this.stats.recordExecution(Math.max(1, total), result.computeInputNs, result.computeInferNs, result.computeOutputNs);
-      perRequest = scatter(result, batch.map((q) => q.req.batchSize), batching);
+      perRequest = scatter(
+        result,
+        batch.map((q) => q.req.batchSize),
+        batching,
+      );
     } catch (e) {
       if (!withdrawn) failAll(asServalError(e), 'BACKEND');
       return;
@@ -345,9 +353,7 @@ export function scatter(result: ExecResult, batchSizes: number[], batching: bool
     }
     const total = batchSizes.reduce((a, b) => a + b, 0);
     if (out.dims[0] !== total) {
-      throw ServalError.internal(
-        `output '${out.name}' has batch dimension ${out.dims[0]} but the batch held ${total} items`,
-      );
+      throw ServalError.internal(`output '${out.name}' has batch dimension ${out.dims[0]} but the batch held ${total} items`);
     }
     const rest = out.dims.slice(1);
     const perItem = elementCount(rest);

@@ -8,7 +8,10 @@ export interface ModelStatisticsJson {
   last_inference: number;
   inference_count: number;
   execution_count: number;
-  inference_stats: Record<'success' | 'fail' | 'queue' | 'compute_input' | 'compute_infer' | 'compute_output' | 'cache_hit' | 'cache_miss', Duration>;
+  inference_stats: Record<
+    'success' | 'fail' | 'queue' | 'compute_input' | 'compute_infer' | 'compute_output' | 'cache_hit' | 'cache_miss',
+    Duration
+  >;
   response_stats: Record<string, never>;
   batch_stats: BatchStat[];
   memory_usage: never[];
@@ -36,7 +39,12 @@ export function statisticsOf(name: string, version: number, s: Readonly<ModelSta
     response_stats: {},
     batch_stats: [...s.batches.values()]
       .sort((a, b) => a.batch_size - b.batch_size)
-      .map((b) => ({ batch_size: b.batch_size, compute_input: copy(b.compute_input), compute_infer: copy(b.compute_infer), compute_output: copy(b.compute_output) })),
+      .map((b) => ({
+        batch_size: b.batch_size,
+        compute_input: copy(b.compute_input),
+        compute_infer: copy(b.compute_infer),
+        compute_output: copy(b.compute_output),
+      })),
     memory_usage: [],
   };
 }

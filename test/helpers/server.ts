@@ -1,6 +1,6 @@
 // Starts the built server (dist/src/cli.js) as a child process on ephemeral ports, reads the real
 // ports from its start-up lines, waits for it to answer, and stops it again.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { CLI, ROOT } from './paths.js';
 
 export interface ServerHandle {
@@ -35,8 +35,18 @@ function baseArgs(repos: string[], extra: string[]): string[] {
   return [
     CLI,
     ...repos.flatMap((r) => ['--model-repository', r]),
-    '--http-port', '0', '--grpc-port', '0', '--metrics-port', '0',
-    '--http-address', '127.0.0.1', '--grpc-address', '127.0.0.1', '--metrics-address', '127.0.0.1',
+    '--http-port',
+    '0',
+    '--grpc-port',
+    '0',
+    '--metrics-port',
+    '0',
+    '--http-address',
+    '127.0.0.1',
+    '--grpc-address',
+    '127.0.0.1',
+    '--metrics-address',
+    '127.0.0.1',
     ...extra,
   ];
 }

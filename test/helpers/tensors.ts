@@ -14,12 +14,35 @@ export function range(n: number, f: (i: number) => unknown = (i) => i): unknown[
 export const asBuffer = (u: Uint8Array): Buffer => Buffer.from(u.buffer, u.byteOffset, u.byteLength);
 
 export const ALL_TYPES = [
-  'BOOL', 'UINT8', 'UINT16', 'UINT32', 'UINT64', 'INT8', 'INT16', 'INT32', 'INT64', 'FP16', 'FP32', 'FP64', 'BYTES',
+  'BOOL',
+  'UINT8',
+  'UINT16',
+  'UINT32',
+  'UINT64',
+  'INT8',
+  'INT16',
+  'INT32',
+  'INT64',
+  'FP16',
+  'FP32',
+  'FP64',
+  'BYTES',
 ] as const;
 export type Dt = (typeof ALL_TYPES)[number];
 
 export const SIZE: Record<Exclude<Dt, 'BYTES'>, number> = {
-  BOOL: 1, UINT8: 1, UINT16: 2, UINT32: 4, UINT64: 8, INT8: 1, INT16: 2, INT32: 4, INT64: 8, FP16: 2, FP32: 4, FP64: 8,
+  BOOL: 1,
+  UINT8: 1,
+  UINT16: 2,
+  UINT32: 4,
+  UINT64: 8,
+  INT8: 1,
+  INT16: 2,
+  INT32: 4,
+  INT64: 8,
+  FP16: 2,
+  FP32: 4,
+  FP64: 8,
 };
 
 /** identity_<suffix> model name for a datatype. */
@@ -45,17 +68,40 @@ export function rawOf(dt: Exclude<Dt, 'BYTES'>, values: readonly (number | bigin
   values.forEach((v, i) => {
     const o = i * SIZE[dt];
     switch (dt) {
-      case 'BOOL': b.writeUInt8(v ? 1 : 0, o); break;
-      case 'UINT8': b.writeUInt8(Number(v), o); break;
-      case 'UINT16': case 'FP16': b.writeUInt16LE(Number(v), o); break;
-      case 'UINT32': b.writeUInt32LE(Number(v), o); break;
-      case 'UINT64': b.writeBigUInt64LE(BigInt(v), o); break;
-      case 'INT8': b.writeInt8(Number(v), o); break;
-      case 'INT16': b.writeInt16LE(Number(v), o); break;
-      case 'INT32': b.writeInt32LE(Number(v), o); break;
-      case 'INT64': b.writeBigInt64LE(BigInt(v), o); break;
-      case 'FP32': b.writeFloatLE(Number(v), o); break;
-      case 'FP64': b.writeDoubleLE(Number(v), o); break;
+      case 'BOOL':
+        b.writeUInt8(v ? 1 : 0, o);
+        break;
+      case 'UINT8':
+        b.writeUInt8(Number(v), o);
+        break;
+      case 'UINT16':
+      case 'FP16':
+        b.writeUInt16LE(Number(v), o);
+        break;
+      case 'UINT32':
+        b.writeUInt32LE(Number(v), o);
+        break;
+      case 'UINT64':
+        b.writeBigUInt64LE(BigInt(v), o);
+        break;
+      case 'INT8':
+        b.writeInt8(Number(v), o);
+        break;
+      case 'INT16':
+        b.writeInt16LE(Number(v), o);
+        break;
+      case 'INT32':
+        b.writeInt32LE(Number(v), o);
+        break;
+      case 'INT64':
+        b.writeBigInt64LE(BigInt(v), o);
+        break;
+      case 'FP32':
+        b.writeFloatLE(Number(v), o);
+        break;
+      case 'FP64':
+        b.writeDoubleLE(Number(v), o);
+        break;
     }
   });
   return b;
@@ -69,17 +115,40 @@ export function valuesOf(dt: Exclude<Dt, 'BYTES'>, raw: Uint8Array): (number | b
   for (let i = 0; i < n; i++) {
     const o = i * SIZE[dt];
     switch (dt) {
-      case 'BOOL': out.push(b.readUInt8(o) !== 0); break;
-      case 'UINT8': out.push(b.readUInt8(o)); break;
-      case 'UINT16': case 'FP16': out.push(b.readUInt16LE(o)); break;
-      case 'UINT32': out.push(b.readUInt32LE(o)); break;
-      case 'UINT64': out.push(b.readBigUInt64LE(o)); break;
-      case 'INT8': out.push(b.readInt8(o)); break;
-      case 'INT16': out.push(b.readInt16LE(o)); break;
-      case 'INT32': out.push(b.readInt32LE(o)); break;
-      case 'INT64': out.push(b.readBigInt64LE(o)); break;
-      case 'FP32': out.push(b.readFloatLE(o)); break;
-      case 'FP64': out.push(b.readDoubleLE(o)); break;
+      case 'BOOL':
+        out.push(b.readUInt8(o) !== 0);
+        break;
+      case 'UINT8':
+        out.push(b.readUInt8(o));
+        break;
+      case 'UINT16':
+      case 'FP16':
+        out.push(b.readUInt16LE(o));
+        break;
+      case 'UINT32':
+        out.push(b.readUInt32LE(o));
+        break;
+      case 'UINT64':
+        out.push(b.readBigUInt64LE(o));
+        break;
+      case 'INT8':
+        out.push(b.readInt8(o));
+        break;
+      case 'INT16':
+        out.push(b.readInt16LE(o));
+        break;
+      case 'INT32':
+        out.push(b.readInt32LE(o));
+        break;
+      case 'INT64':
+        out.push(b.readBigInt64LE(o));
+        break;
+      case 'FP32':
+        out.push(b.readFloatLE(o));
+        break;
+      case 'FP64':
+        out.push(b.readDoubleLE(o));
+        break;
     }
   }
   return out;

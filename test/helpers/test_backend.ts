@@ -108,7 +108,8 @@ async function readModel(modelPath: string): Promise<TestModelFile> {
     throw ServalError.invalidArg(`cannot read test model ${modelPath}: ${(e as Error).message}`);
   }
   for (const t of [...doc.inputs, ...doc.outputs]) {
-    if (!isDataType(t.datatype)) throw ServalError.invalidArg(`test model ${modelPath}: tensor '${t.name}' has datatype ${String(t.datatype)}`);
+    if (!isDataType(t.datatype))
+      throw ServalError.invalidArg(`test model ${modelPath}: tensor '${t.name}' has datatype ${String(t.datatype)}`);
     t.rawType = t.datatype;
   }
   return doc;

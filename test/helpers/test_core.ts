@@ -6,9 +6,9 @@ import path from 'node:path';
 import { BackendRegistry } from '../../src/backends/registry.js';
 import { InferenceCore } from '../../src/core/server_core.js';
 import type { Logger } from '../../src/kernel/log.js';
-import { ModelRepository, type ControlMode } from '../../src/repository/repository.js';
+import { type ControlMode, ModelRepository } from '../../src/repository/repository.js';
 import { capturedLogger } from './frontends.js';
-import { testBackend, type TestModelFile } from './test_backend.js';
+import { type TestModelFile, testBackend } from './test_backend.js';
 
 export interface TestModel {
   name: string;

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildSimple } from '../../tools/onnx/models.js';
 import { get, inferJson } from '../helpers/http.js';
 import { makeRepo, type Repo } from '../helpers/repo.js';
-import { runServerToExit, startServer, type ServerHandle } from '../helpers/server.js';
+import { runServerToExit, type ServerHandle, startServer } from '../helpers/server.js';
 import { simpleJsonInputs } from '../helpers/simple.js';
 import { i32, range } from '../helpers/tensors.js';
 
@@ -28,7 +28,11 @@ describe('auto-complete and warm-up', () => {
   beforeAll(async () => {
     repo = makeRepo([
       { name: 'bare', versions: { 1: simple.onnx } },
-      { name: 'warm', config: simple.config.replace('name: "simple"', 'name: "warm"') + warmup('input_data_file: "ones.bin"'), versions: { 1: simple.onnx } },
+      {
+        name: 'warm',
+        config: simple.config.replace('name: "simple"', 'name: "warm"') + warmup('input_data_file: "ones.bin"'),
+        versions: { 1: simple.onnx },
+      },
     ]);
     mkdirSync(path.join(repo.dir, 'warm', 'warmup'));
     writeFileSync(path.join(repo.dir, 'warm', 'warmup', 'ones.bin'), i32(range(16, () => 1)));
@@ -61,7 +65,11 @@ describe('auto-complete and warm-up', () => {
 
   it('a warm-up sample that cannot run fails the load with a message naming the sample', async () => {
     const broken = makeRepo([
-      { name: 'warm', config: simple.config.replace('name: "simple"', 'name: "warm"') + warmup('input_data_file: "missing.bin"'), versions: { 1: simple.onnx } },
+      {
+        name: 'warm',
+        config: simple.config.replace('name: "simple"', 'name: "warm"') + warmup('input_data_file: "missing.bin"'),
+        versions: { 1: simple.onnx },
+      },
     ]);
     try {
       const r = await runServerToExit(broken.dir);

@@ -1,14 +1,15 @@
 // Concurrency: many requests in flight each get their own results (with and without dynamic
 // batching, over HTTP and gRPC), and a long inference never blocks the event loop.
+
+import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { buildIdentity, buildImageClassifier } from '../../tools/onnx/models.js';
-import http from 'node:http';
+import { type GrpcClient, grpcClient, status } from '../helpers/grpc.js';
 import { binaryBody, decodeResponse, get, inferBinary } from '../helpers/http.js';
-import { grpcClient, status, type GrpcClient } from '../helpers/grpc.js';
-import { makeRepo, slowClassifier, type Repo } from '../helpers/repo.js';
 import { waitPending as waitPendingOn } from '../helpers/metrics.js';
-import { startServer, type ServerHandle } from '../helpers/server.js';
-import { ALL_TYPES, bytesRaw, identityModel, randomRaw, range, rawOf, rng, splitBytesRaw, valuesOf, type Dt } from '../helpers/tensors.js';
+import { makeRepo, type Repo, slowClassifier } from '../helpers/repo.js';
+import { type ServerHandle, startServer } from '../helpers/server.js';
+import { ALL_TYPES, bytesRaw, type Dt, identityModel, randomRaw, range, rawOf, rng, splitBytesRaw, valuesOf } from '../helpers/tensors.js';
 
 describe('concurrent requests on the example models', () => {
   let server: ServerHandle;
@@ -35,10 +36,15 @@ describe('concurrent requests on the example models', () => {
         let sum: number[];
         let diff: number[];
         if (i % 2 === 0) {
-          const res = await inferBinary(server.url, 'simple', [
-            { name: 'INPUT0', datatype: 'INT32', shape: [batch, 16], raw: rawOf('INT32', a) },
-            { name: 'INPUT1', datatype: 'INT32', shape: [batch, 16], json: b },
-          ], { id: `http-${i}`, binaryOutput: i % 4 === 0 });
+          const res = await inferBinary(
+            server.url,
+            'simple',
+            [
+              { name: 'INPUT0', datatype: 'INT32', shape: [batch, 16], raw: rawOf('INT32', a) },
+              { name: 'INPUT1', datatype: 'INT32', shape: [batch, 16], json: b },
+            ],
+            { id: `http-${i}`, binaryOutput: i % 4 === 0 },
+          );
           expect(res.status, res.text()).toBe(200);
           const d = decodeResponse(res);
           expect(d.id).toBe(`http-${i}`);
@@ -73,7 +79,9 @@ describe('concurrent requests on the example models', () => {
         types.map(async (dt, ti) => {
           const n = 3 + rep + ti;
           const raw = randomRaw(dt, n, rng(rep * 1000 + ti));
-          const res = await inferBinary(server.url, identityModel(dt), [{ name: 'INPUT0', datatype: dt, shape: [1, n], raw }], { binaryOutput: true });
+          const res = await inferBinary(server.url, identityModel(dt), [{ name: 'INPUT0', datatype: dt, shape: [1, n], raw }], {
+            binaryOutput: true,
+          });
           expect(res.status).toBe(200);
           expect(decodeResponse(res).outputs[0]!.raw!.equals(raw)).toBe(true);
         }),
@@ -88,9 +96,14 @@ describe('concurrent requests on the example models', () => {
       return { batch, x: new Float32Array(batch * 512).map(() => r() * 2 - 1) };
     });
     const run = async (batch: number, x: Float32Array): Promise<number[]> => {
-      const res = await inferBinary(server.url, 'ranker_mlp', [{ name: 'INPUT', datatype: 'FP32', shape: [batch, 512], raw: Buffer.from(x.buffer) }], {
-        binaryOutput: true,
-      });
+      const res = await inferBinary(
+        server.url,
+        'ranker_mlp',
+        [{ name: 'INPUT', datatype: 'FP32', shape: [batch, 512], raw: Buffer.from(x.buffer) }],
+        {
+          binaryOutput: true,
+        },
+      );
       expect(res.status, res.text()).toBe(200);
       const o = decodeResponse(res).outputs[0]!;
       expect(o.shape).toEqual([batch, 1]);
@@ -159,7 +172,9 @@ instance_group [ { count: 1 kind: KIND_CPU } ]
     await Promise.all(
       requests.map(async ({ batch, strings }) => {
         const raw = bytesRaw(strings);
-        const res = await inferBinary(server.url, 'strings_batched', [{ name: 'INPUT0', datatype: 'BYTES', shape: [batch, 3], raw }], { binaryOutput: true });
+        const res = await inferBinary(server.url, 'strings_batched', [{ name: 'INPUT0', datatype: 'BYTES', shape: [batch, 3], raw }], {
+          binaryOutput: true,
+        });
         expect(res.status, res.text()).toBe(200);
         const o = decodeResponse(res).outputs[0]!;
         expect(o.shape).toEqual([batch, 3]);
@@ -176,15 +191,18 @@ instance_group [ { count: 1 kind: KIND_CPU } ]
     const big = image(16);
     const small = image(1);
     // Warm up both instances.
-    await Promise.all([0, 1].map(() => inferBinary(server.url, 'slow', [{ name: 'INPUT', datatype: 'FP32', shape: [1, 3, 224, 224], raw: small }])));
+    await Promise.all(
+      [0, 1].map(() => inferBinary(server.url, 'slow', [{ name: 'INPUT', datatype: 'FP32', shape: [1, 3, 224, 224], raw: small }])),
+    );
 
     const t0 = performance.now();
     let longDone = 0;
-    const long = inferBinary(server.url, 'slow', [{ name: 'INPUT', datatype: 'FP32', shape: [16, 3, 224, 224], raw: big }], { binaryOutput: true })
-      .then((res) => {
-        longDone = performance.now();
-        return res;
-      });
+    const long = inferBinary(server.url, 'slow', [{ name: 'INPUT', datatype: 'FP32', shape: [16, 3, 224, 224], raw: big }], {
+      binaryOutput: true,
+    }).then((res) => {
+      longDone = performance.now();
+      return res;
+    });
 
     // Health checks for as long as the long inference runs.
     const latencies: { at: number; ms: number }[] = [];
@@ -200,7 +218,9 @@ instance_group [ { count: 1 kind: KIND_CPU } ]
 
     // A short request on the other instance finishes while the long one still runs.
     await new Promise((r) => setTimeout(r, 30));
-    const shortRes = await inferBinary(server.url, 'slow', [{ name: 'INPUT', datatype: 'FP32', shape: [1, 3, 224, 224], raw: small }], { binaryOutput: true });
+    const shortRes = await inferBinary(server.url, 'slow', [{ name: 'INPUT', datatype: 'FP32', shape: [1, 3, 224, 224], raw: small }], {
+      binaryOutput: true,
+    });
     const longFinishedFirst = longDone !== 0;
     expect(shortRes.status).toBe(200);
     await polling;
@@ -235,7 +255,9 @@ describe('cancellation and shutdown with a busy single-instance model', () => {
   const image = (n: number) => Buffer.from(new Float32Array(n * 3 * 224 * 224).fill(0.5).buffer);
   const stats = async () => (await get(server.url, '/v2/models/slow1/stats')).json().model_stats[0];
   const long = () =>
-    inferBinary(server.url, 'slow1', [{ name: 'INPUT', datatype: 'FP32', shape: [16, 3, 224, 224], raw: image(16) }], { binaryOutput: true });
+    inferBinary(server.url, 'slow1', [{ name: 'INPUT', datatype: 'FP32', shape: [16, 3, 224, 224], raw: image(16) }], {
+      binaryOutput: true,
+    });
 
   const waitPending = (n: number, what: string): Promise<void> => waitPendingOn(server, 'slow1', n, what);
 
@@ -258,8 +280,14 @@ describe('cancellation and shutdown with a busy single-instance model', () => {
     // A second request queues behind the running one; then its client goes away.
     const { body, headerLength } = binaryBody([{ name: 'INPUT', datatype: 'FP32', shape: [2, 3, 224, 224], raw: image(2) }]);
     const agent = new http.Agent({ keepAlive: false });
-    const req = http.request({ host: '127.0.0.1', port: server.httpPort, path: '/v2/models/slow1/infer', method: 'POST', agent,
-      headers: { 'inference-header-content-length': headerLength, 'content-length': body.byteLength } });
+    const req = http.request({
+      host: '127.0.0.1',
+      port: server.httpPort,
+      path: '/v2/models/slow1/infer',
+      method: 'POST',
+      agent,
+      headers: { 'inference-header-content-length': headerLength, 'content-length': body.byteLength },
+    });
     const outcome = new Promise<string>((resolve) => {
       req.on('response', () => resolve('response'));
       req.on('error', () => resolve('aborted'));

@@ -1,14 +1,15 @@
 // The KServe v2 gRPC API (inference.GRPCInferenceService) and grpc.health.v1 of the built server.
-import * as grpc from '@grpc/grpc-js';
+
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
+import * as grpc from '@grpc/grpc-js';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import { expectGrpcReady, expectSimpleWorks } from '../helpers/checks.js';
-import { expectGrpcError, grpcClient, status, type GrpcClient } from '../helpers/grpc.js';
+import { expectGrpcError, type GrpcClient, grpcClient, status } from '../helpers/grpc.js';
 import { ROOT } from '../helpers/paths.js';
-import { startServer, type ServerHandle } from '../helpers/server.js';
+import { type ServerHandle, startServer } from '../helpers/server.js';
 import { simpleGrpcRequest, simpleMetadata } from '../helpers/simple.js';
-import { ALL_TYPES, bytesRaw, identityModel, randomRaw, range, rawOf, rng, splitBytesRaw, valuesOf, type Dt } from '../helpers/tensors.js';
+import { ALL_TYPES, bytesRaw, type Dt, identityModel, randomRaw, range, rawOf, rng, splitBytesRaw, valuesOf } from '../helpers/tensors.js';
 
 let server: ServerHandle;
 let client: GrpcClient;
@@ -24,7 +25,11 @@ afterAll(async () => {
   await server?.stop();
 });
 
-interface Tensor { name: string; datatype: string; shape: number[] }
+interface Tensor {
+  name: string;
+  datatype: string;
+  shape: number[];
+}
 
 /** Response outputs with numeric shapes and their raw bytes. */
 function outputs(res: { outputs: (Tensor & { shape: string[] })[]; raw_output_contents: Buffer[] }) {
@@ -114,7 +119,10 @@ describe('ModelInfer', () => {
     expect(res.model_version).toBe('1');
     expect(res.id).toBe('grpc-req-1');
     const out = outputs(res);
-    expect(out.map((o) => [o.name, o.datatype, o.shape])).toEqual([['OUTPUT0', 'INT32', [1, 16]], ['OUTPUT1', 'INT32', [1, 16]]]);
+    expect(out.map((o) => [o.name, o.datatype, o.shape])).toEqual([
+      ['OUTPUT0', 'INT32', [1, 16]],
+      ['OUTPUT1', 'INT32', [1, 16]],
+    ]);
     expect(valuesOf('INT32', out[0]!.raw)).toEqual(a.map((x, i) => (x + b[i]!) | 0));
     expect(valuesOf('INT32', out[1]!.raw)).toEqual(a.map((x, i) => (x - b[i]!) | 0));
   });
@@ -157,11 +165,13 @@ describe('ModelInfer', () => {
 
   it('BYTES raw round trip', async () => {
     const raw = bytesRaw(['', 'grpc', 'ünïcødé', 'z'.repeat(5000)]);
-    const [o] = outputs(await client.call('ModelInfer', {
-      model_name: 'identity_string',
-      inputs: [{ name: 'INPUT0', datatype: 'BYTES', shape: [2, 2] }],
-      raw_input_contents: [raw],
-    }));
+    const [o] = outputs(
+      await client.call('ModelInfer', {
+        model_name: 'identity_string',
+        inputs: [{ name: 'INPUT0', datatype: 'BYTES', shape: [2, 2] }],
+        raw_input_contents: [raw],
+      }),
+    );
     expect(o!.datatype).toBe('BYTES');
     expect(o!.raw.equals(raw)).toBe(true);
   });
@@ -187,30 +197,47 @@ describe('ModelInfer', () => {
       inputs: [{ name: 'INPUT0', datatype: dt, shape: [1, 3], contents: { [field]: values } }],
     });
     const [o] = outputs(res);
-    const expected = dt === 'BYTES' ? bytesRaw(values as Buffer[]) : rawOf(dt, values.map((v) => (typeof v === 'string' ? BigInt(v) : v)) as never);
+    const expected =
+      dt === 'BYTES' ? bytesRaw(values as Buffer[]) : rawOf(dt, values.map((v) => (typeof v === 'string' ? BigInt(v) : v)) as never);
     expect(o!.raw.equals(expected)).toBe(true);
   });
 
   it('INT64 and UINT64 typed contents beyond 2^53 stay exact', async () => {
     const i64 = ['-9223372036854775808', '9223372036854775807', '9007199254740993'];
     const u64 = ['18446744073709551615', '9007199254740993', '1'];
-    for (const [dt, field, values] of [['INT64', 'int64_contents', i64], ['UINT64', 'uint64_contents', u64]] as const) {
-      const [o] = outputs(await client.call('ModelInfer', {
-        model_name: identityModel(dt),
-        inputs: [{ name: 'INPUT0', datatype: dt, shape: [1, 3], contents: { [field]: values } }],
-      }));
+    for (const [dt, field, values] of [
+      ['INT64', 'int64_contents', i64],
+      ['UINT64', 'uint64_contents', u64],
+    ] as const) {
+      const [o] = outputs(
+        await client.call('ModelInfer', {
+          model_name: identityModel(dt),
+          inputs: [{ name: 'INPUT0', datatype: dt, shape: [1, 3], contents: { [field]: values } }],
+        }),
+      );
       expect(valuesOf(dt, o!.raw).map(String), dt).toEqual(values);
     }
   });
 
   it('classification via the classification parameter', async () => {
-    const labels = readFileSync(path.join(repo, 'image_classifier', 'labels.txt'), 'utf8').trim().split('\n');
+    const labels = readFileSync(path.join(repo, 'image_classifier', 'labels.txt'), 'utf8')
+      .trim()
+      .split('\n');
     const r = rng(77);
     const image = Buffer.from(new Float32Array(3 * 224 * 224).map(() => r() * 2 - 1).buffer);
-    const req = { model_name: 'image_classifier', inputs: [{ name: 'INPUT', datatype: 'FP32', shape: [1, 3, 224, 224] }], raw_input_contents: [image] };
+    const req = {
+      model_name: 'image_classifier',
+      inputs: [{ name: 'INPUT', datatype: 'FP32', shape: [1, 3, 224, 224] }],
+      raw_input_contents: [image],
+    };
     const probs = valuesOf('FP32', outputs(await client.call('ModelInfer', req))[0]!.raw) as number[];
-    const top = probs.map((v, i) => [v, i] as const).sort((x, y) => y[0] - x[0] || x[1] - y[1]).slice(0, 3);
-    const [o] = outputs(await client.call('ModelInfer', { ...req, outputs: [{ name: 'OUTPUT', parameters: { classification: { int64_param: '3' } } }] }));
+    const top = probs
+      .map((v, i) => [v, i] as const)
+      .sort((x, y) => y[0] - x[0] || x[1] - y[1])
+      .slice(0, 3);
+    const [o] = outputs(
+      await client.call('ModelInfer', { ...req, outputs: [{ name: 'OUTPUT', parameters: { classification: { int64_param: '3' } } }] }),
+    );
     expect(o).toMatchObject({ datatype: 'BYTES', shape: [1, 3] });
     expect(splitBytesRaw(o!.raw).map(String)).toEqual(top.map(([v, i]) => `${v.toFixed(6)}:${i}:${labels[i]}`));
   });
@@ -218,11 +245,13 @@ describe('ModelInfer', () => {
   it('carries messages larger than 4 MiB both ways', async () => {
     const n = 2_000_000; // 8 MB of FP32
     const raw = randomRaw('FP32', n, rng(8));
-    const [o] = outputs(await client.call('ModelInfer', {
-      model_name: 'identity_fp32',
-      inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, n] }],
-      raw_input_contents: [raw],
-    }));
+    const [o] = outputs(
+      await client.call('ModelInfer', {
+        model_name: 'identity_fp32',
+        inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, n] }],
+        raw_input_contents: [raw],
+      }),
+    );
     expect(o!.shape).toEqual([1, n]);
     expect(o!.raw.equals(raw)).toBe(true);
   });
@@ -236,30 +265,43 @@ describe('errors, each followed by correct good requests', () => {
   });
   const a = range(16);
 
-  const expectInferError = (req: Record<string, unknown>, code: number, details: string | RegExp) => expectGrpcError(client, 'ModelInfer', req, code, details);
+  const expectInferError = (req: Record<string, unknown>, code: number, details: string | RegExp) =>
+    expectGrpcError(client, 'ModelInfer', req, code, details);
 
   it('unknown model', async () => {
-    await expectInferError({ ...simpleGrpcRequest(a, a), model_name: 'no_such_model' }, status.NOT_FOUND,
-      "Request for unknown model: 'no_such_model' is not found");
+    await expectInferError(
+      { ...simpleGrpcRequest(a, a), model_name: 'no_such_model' },
+      status.NOT_FOUND,
+      "Request for unknown model: 'no_such_model' is not found",
+    );
   });
 
   it('unknown version', async () => {
-    await expectInferError({ ...simpleGrpcRequest(a, a), model_version: '999' }, status.NOT_FOUND,
-      "Request for unknown model: 'simple' version 999 is not found");
+    await expectInferError(
+      { ...simpleGrpcRequest(a, a), model_version: '999' },
+      status.NOT_FOUND,
+      "Request for unknown model: 'simple' version 999 is not found",
+    );
   });
 
   it('wrong datatype', async () => {
     const req = simpleGrpcRequest(a, a);
     (req.inputs as Tensor[])[0]!.datatype = 'FP32';
-    await expectInferError(req, status.INVALID_ARGUMENT,
-      "[request id: <id_unknown>] inference input 'INPUT0' data-type is 'FP32', but model 'simple' expects 'INT32'");
+    await expectInferError(
+      req,
+      status.INVALID_ARGUMENT,
+      "[request id: <id_unknown>] inference input 'INPUT0' data-type is 'FP32', but model 'simple' expects 'INT32'",
+    );
   });
 
   it('wrong shape', async () => {
     const req: Record<string, unknown> = { ...simpleGrpcRequest(a, a), id: 'g-shape' };
     (req.inputs as Tensor[])[1]!.shape = [1, 4, 4];
-    await expectInferError(req, status.INVALID_ARGUMENT,
-      /^\[request id: g-shape\] unexpected shape for input 'INPUT1' for model 'simple'\. Expected \[-1,16\], got \[1,4,4\]\. NOTE: Setting a non-zero max_batch_size/);
+    await expectInferError(
+      req,
+      status.INVALID_ARGUMENT,
+      /^\[request id: g-shape\] unexpected shape for input 'INPUT1' for model 'simple'\. Expected \[-1,16\], got \[1,4,4\]\. NOTE: Setting a non-zero max_batch_size/,
+    );
   });
 
   it('missing input', async () => {
@@ -271,31 +313,45 @@ describe('errors, each followed by correct good requests', () => {
   });
 
   it('batch larger than max_batch_size', async () => {
-    await expectInferError({
-      model_name: 'identity_fp32',
-      inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [9, 2] }],
-      raw_input_contents: [Buffer.alloc(9 * 2 * 4)],
-    }, status.INVALID_ARGUMENT, "[request id: <id_unknown>] inference request batch-size must be <= 8 for 'identity_fp32'");
+    await expectInferError(
+      {
+        model_name: 'identity_fp32',
+        inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [9, 2] }],
+        raw_input_contents: [Buffer.alloc(9 * 2 * 4)],
+      },
+      status.INVALID_ARGUMENT,
+      "[request id: <id_unknown>] inference request batch-size must be <= 8 for 'identity_fp32'",
+    );
   });
 
   it('raw content size that does not match the shape', async () => {
-    await expectInferError({ ...simpleGrpcRequest(a, a), raw_input_contents: [rawOf('INT32', a), rawOf('INT32', range(20))] }, status.INVALID_ARGUMENT,
-      "[request id: <id_unknown>] input byte size mismatch for input 'INPUT1' for model 'simple'. Expected 64, got 80");
+    await expectInferError(
+      { ...simpleGrpcRequest(a, a), raw_input_contents: [rawOf('INT32', a), rawOf('INT32', range(20))] },
+      status.INVALID_ARGUMENT,
+      "[request id: <id_unknown>] input byte size mismatch for input 'INPUT1' for model 'simple'. Expected 64, got 80",
+    );
   });
 
   it('typed contents with too few elements', async () => {
-    await expectInferError({
-      model_name: 'simple',
-      inputs: [
-        { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], contents: { int_contents: range(16) } },
-        { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], contents: { int_contents: range(3) } },
-      ],
-    }, status.INVALID_ARGUMENT, "[request id: <id_unknown>] input byte size mismatch for input 'INPUT1' for model 'simple'. Expected 64, got 12");
+    await expectInferError(
+      {
+        model_name: 'simple',
+        inputs: [
+          { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], contents: { int_contents: range(16) } },
+          { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], contents: { int_contents: range(3) } },
+        ],
+      },
+      status.INVALID_ARGUMENT,
+      "[request id: <id_unknown>] input byte size mismatch for input 'INPUT1' for model 'simple'. Expected 64, got 12",
+    );
   });
 
   it('raw_input_contents count that does not match the inputs', async () => {
-    await expectInferError({ ...simpleGrpcRequest(a, a), raw_input_contents: [rawOf('INT32', a)] }, status.INVALID_ARGUMENT,
-      /raw_input_contents has 1 entries but the request has 2 inputs/);
+    await expectInferError(
+      { ...simpleGrpcRequest(a, a), raw_input_contents: [rawOf('INT32', a)] },
+      status.INVALID_ARGUMENT,
+      /raw_input_contents has 1 entries but the request has 2 inputs/,
+    );
   });
 
   it('typed contents and raw contents together', async () => {
@@ -305,10 +361,14 @@ describe('errors, each followed by correct good requests', () => {
   });
 
   it('FP16 in typed contents', async () => {
-    await expectInferError({
-      model_name: 'identity_fp16',
-      inputs: [{ name: 'INPUT0', datatype: 'FP16', shape: [1, 2], contents: { fp32_contents: [1, 2] } }],
-    }, status.INVALID_ARGUMENT, /FP16 data must be sent in raw_input_contents/);
+    await expectInferError(
+      {
+        model_name: 'identity_fp16',
+        inputs: [{ name: 'INPUT0', datatype: 'FP16', shape: [1, 2], contents: { fp32_contents: [1, 2] } }],
+      },
+      status.INVALID_ARGUMENT,
+      /FP16 data must be sent in raw_input_contents/,
+    );
   });
 
   it('unknown datatype, negative dimension, malformed BYTES', async () => {
@@ -320,16 +380,25 @@ describe('errors, each followed by correct good requests', () => {
     await expectInferError(r2, status.INVALID_ARGUMENT, /./);
     const bad = bytesRaw(['abcd']);
     bad.writeUInt32LE(99, 0);
-    await expectInferError({ model_name: 'identity_string', inputs: [{ name: 'INPUT0', datatype: 'BYTES', shape: [1, 1] }], raw_input_contents: [bad] },
-      status.INVALID_ARGUMENT, /malformed BYTES data/);
+    await expectInferError(
+      { model_name: 'identity_string', inputs: [{ name: 'INPUT0', datatype: 'BYTES', shape: [1, 1] }], raw_input_contents: [bad] },
+      status.INVALID_ARGUMENT,
+      /malformed BYTES data/,
+    );
   });
 
   it('bytes that are not a protobuf message at all', async () => {
     const raw = new grpc.Client(server.grpcAddress, grpc.credentials.createInsecure());
     const garbage = Buffer.from([0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f, 0x01, 0x02]);
     const err = await new Promise<grpc.ServiceError | null>((resolve) =>
-      raw.makeUnaryRequest('/inference.GRPCInferenceService/ModelInfer', (b: Buffer) => b, (b: Buffer) => b, garbage,
-        { deadline: Date.now() + 10_000 }, (e) => resolve(e)),
+      raw.makeUnaryRequest(
+        '/inference.GRPCInferenceService/ModelInfer',
+        (b: Buffer) => b,
+        (b: Buffer) => b,
+        garbage,
+        { deadline: Date.now() + 10_000 },
+        (e) => resolve(e),
+      ),
     );
     raw.close();
     expect(err).not.toBeNull();

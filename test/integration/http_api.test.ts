@@ -5,13 +5,23 @@ import zlib from 'node:zlib';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import { expectSimpleWorks } from '../helpers/checks.js';
 import { MAX_BATCH_NOTE } from '../helpers/errors.js';
-import { binaryBody, decodeResponse, get, inferBinary, inferJson, postJson, request, type HttpResult } from '../helpers/http.js';
+import { binaryBody, decodeResponse, get, type HttpResult, inferBinary, inferJson, postJson, request } from '../helpers/http.js';
 import { ROOT } from '../helpers/paths.js';
-import { startServer, type ServerHandle } from '../helpers/server.js';
+import { type ServerHandle, startServer } from '../helpers/server.js';
 import { simpleJsonInputs, simpleMetadata } from '../helpers/simple.js';
 import {
-  ALL_TYPES, SAMPLE_VALUES, bytesRaw, expectedJson, identityModel, randomRaw, range, rawOf, rng, splitBytesRaw, valuesOf,
+  ALL_TYPES,
+  bytesRaw,
   type Dt,
+  expectedJson,
+  identityModel,
+  randomRaw,
+  range,
+  rawOf,
+  rng,
+  SAMPLE_VALUES,
+  splitBytesRaw,
+  valuesOf,
 } from '../helpers/tensors.js';
 
 const MAX_INPUT = 16 * 1024 * 1024;
@@ -35,7 +45,6 @@ function expectError(res: HttpResult, status: number, message: string | RegExp):
   if (typeof message === 'string') expect(err).toBe(message);
   else expect(err).toMatch(message);
 }
-
 
 describe('health, metadata, configuration', () => {
   it('reports live and ready', async () => {
@@ -149,7 +158,17 @@ describe('inference results', () => {
   });
 
   it('infers on an explicit version path', async () => {
-    const res = await inferJson(url, 'simple', { inputs: simpleJsonInputs(range(16), range(16, () => 2)) }, '1');
+    const res = await inferJson(
+      url,
+      'simple',
+      {
+        inputs: simpleJsonInputs(
+          range(16),
+          range(16, () => 2),
+        ),
+      },
+      '1',
+    );
     expect(res.status).toBe(200);
     expect(res.json().outputs[1].data).toEqual(range(16, (i) => i - 2));
   });
@@ -171,7 +190,12 @@ describe('inference results', () => {
         { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], json: a },
         { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], raw: rawOf('INT32', b) },
       ],
-      { outputs: [{ name: 'OUTPUT0', parameters: { binary_data: true } }, { name: 'OUTPUT1', parameters: { binary_data: false } }] },
+      {
+        outputs: [
+          { name: 'OUTPUT0', parameters: { binary_data: true } },
+          { name: 'OUTPUT1', parameters: { binary_data: false } },
+        ],
+      },
     );
     const res = await request(url, 'POST', '/v2/models/simple/infer', {
       headers: { 'inference-header-content-length': headerLength },
@@ -191,17 +215,34 @@ describe('inference results', () => {
   it('binary_data_output=true makes every output binary unless an output says otherwise', async () => {
     const a = range(16);
     const b = range(16, () => 5);
-    const all = decodeResponse(await inferBinary(url, 'simple', [
-      { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], raw: rawOf('INT32', a) },
-      { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], raw: rawOf('INT32', b) },
-    ], { binaryOutput: true }));
-    expect(all.outputs.map((o) => [o.name, o.raw?.byteLength])).toEqual([['OUTPUT0', 64], ['OUTPUT1', 64]]);
+    const all = decodeResponse(
+      await inferBinary(
+        url,
+        'simple',
+        [
+          { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], raw: rawOf('INT32', a) },
+          { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], raw: rawOf('INT32', b) },
+        ],
+        { binaryOutput: true },
+      ),
+    );
+    expect(all.outputs.map((o) => [o.name, o.raw?.byteLength])).toEqual([
+      ['OUTPUT0', 64],
+      ['OUTPUT1', 64],
+    ]);
     expect(valuesOf('INT32', all.outputs[1]!.raw!)).toEqual(a.map((x) => x - 5));
 
-    const mixed = decodeResponse(await inferBinary(url, 'simple', [
-      { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], raw: rawOf('INT32', a) },
-      { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], raw: rawOf('INT32', b) },
-    ], { binaryOutput: true, outputs: [{ name: 'OUTPUT0' }, { name: 'OUTPUT1', parameters: { binary_data: false } }] }));
+    const mixed = decodeResponse(
+      await inferBinary(
+        url,
+        'simple',
+        [
+          { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], raw: rawOf('INT32', a) },
+          { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], raw: rawOf('INT32', b) },
+        ],
+        { binaryOutput: true, outputs: [{ name: 'OUTPUT0' }, { name: 'OUTPUT1', parameters: { binary_data: false } }] },
+      ),
+    );
     expect(mixed.outputs[0]!.raw).toBeDefined();
     expect(mixed.outputs[1]!.data).toEqual(a.map((x) => x - 5));
 
@@ -220,7 +261,10 @@ describe('inference results', () => {
       { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], raw: rawOf('INT32', a) },
       { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], raw: rawOf('INT32', a) },
     ]);
-    const res = await request(url, 'POST', '/v2/models/simple/infer', { headers: { 'inference-header-content-length': headerLength }, body });
+    const res = await request(url, 'POST', '/v2/models/simple/infer', {
+      headers: { 'inference-header-content-length': headerLength },
+      body,
+    });
     expect(res.status, res.text()).toBe(200);
     expect(res.json().outputs[0].data).toEqual(a.map((x) => 2 * x));
   });
@@ -243,10 +287,15 @@ describe('inference results', () => {
   it('simple_string with binary BYTES in and out (length-prefixed elements)', async () => {
     const a = range(32, (i) => i * i);
     const b = range(32, (i) => -i);
-    const res = await inferBinary(url, 'simple_string', [
-      { name: 'INPUT0', datatype: 'BYTES', shape: [2, 16], raw: bytesRaw(a.map(String)) },
-      { name: 'INPUT1', datatype: 'BYTES', shape: [2, 16], raw: bytesRaw(b.map(String)) },
-    ], { binaryOutput: true });
+    const res = await inferBinary(
+      url,
+      'simple_string',
+      [
+        { name: 'INPUT0', datatype: 'BYTES', shape: [2, 16], raw: bytesRaw(a.map(String)) },
+        { name: 'INPUT1', datatype: 'BYTES', shape: [2, 16], raw: bytesRaw(b.map(String)) },
+      ],
+      { binaryOutput: true },
+    );
     expect(res.status, res.text()).toBe(200);
     const d = decodeResponse(res);
     expect(d.outputs[0]!.shape).toEqual([2, 16]);
@@ -272,7 +321,9 @@ describe('every datatype round trips through identity_<type>', () => {
   it('FP16 as JSON is refused in both directions with Triton’s messages (binary works, below)', async () => {
     const res = await inferJson(url, 'identity_fp16', { inputs: [{ name: 'INPUT0', datatype: 'FP16', shape: [1, 2], data: [0.5, 1] }] });
     expectError(res, 400, 'receiving FP16 data via JSON is not supported. Please use the binary data format for input INPUT0');
-    const out = await inferBinary(url, 'identity_fp16', [{ name: 'INPUT0', datatype: 'FP16', shape: [1, 2], raw: rawOf('FP16', [0x3800, 0x3c00]) }]);
+    const out = await inferBinary(url, 'identity_fp16', [
+      { name: 'INPUT0', datatype: 'FP16', shape: [1, 2], raw: rawOf('FP16', [0x3800, 0x3c00]) },
+    ]);
     expectError(out, 400, 'sending FP16 data via JSON is not supported. Please use the binary data format for output');
     await expectSimpleWorks(url);
   });
@@ -323,7 +374,9 @@ describe('every datatype round trips through identity_<type>', () => {
   it('BYTES as binary data, including an empty element and non-ASCII UTF-8', async () => {
     const elements = ['', 'a', 'ünïcødé', 'x'.repeat(70000), '🦭'];
     const raw = bytesRaw(elements);
-    const res = await inferBinary(url, 'identity_string', [{ name: 'INPUT0', datatype: 'BYTES', shape: [1, 5], raw }], { binaryOutput: true });
+    const res = await inferBinary(url, 'identity_string', [{ name: 'INPUT0', datatype: 'BYTES', shape: [1, 5], raw }], {
+      binaryOutput: true,
+    });
     expect(res.status, res.text()).toBe(200);
     const out = decodeResponse(res).outputs[0]!;
     expect(out.datatype).toBe('BYTES');
@@ -332,20 +385,20 @@ describe('every datatype round trips through identity_<type>', () => {
 
   it('UINT64 and INT64 beyond 2^53 keep every digit through JSON in and JSON out', async () => {
     const u64 = '[18446744073709551615,9007199254740993,0,12345678901234567890]';
-    const res = await inferJson(url, 'identity_uint64',
-      `{"inputs":[{"name":"INPUT0","datatype":"UINT64","shape":[1,4],"data":${u64}}]}`);
+    const res = await inferJson(url, 'identity_uint64', `{"inputs":[{"name":"INPUT0","datatype":"UINT64","shape":[1,4],"data":${u64}}]}`);
     expect(res.status, res.text()).toBe(200);
     expect(res.text()).toContain(`"data":${u64}`);
     const i64 = '[-9223372036854775808,9223372036854775807,-9007199254740993,1]';
-    const res2 = await inferJson(url, 'identity_int64',
-      `{"inputs":[{"name":"INPUT0","datatype":"INT64","shape":[1,4],"data":${i64}}]}`);
+    const res2 = await inferJson(url, 'identity_int64', `{"inputs":[{"name":"INPUT0","datatype":"INT64","shape":[1,4],"data":${i64}}]}`);
     expect(res2.status, res2.text()).toBe(200);
     expect(res2.text()).toContain(`"data":${i64}`);
   });
 
   it('UINT64 beyond 2^53 sent as binary is printed exactly in a JSON response', async () => {
     const values = [18446744073709551615n, 9007199254740993n, 0n];
-    const res = await inferBinary(url, 'identity_uint64', [{ name: 'INPUT0', datatype: 'UINT64', shape: [1, 3], raw: rawOf('UINT64', values) }]);
+    const res = await inferBinary(url, 'identity_uint64', [
+      { name: 'INPUT0', datatype: 'UINT64', shape: [1, 3], raw: rawOf('UINT64', values) },
+    ]);
     expect(res.status).toBe(200);
     expect(res.text()).toContain(`"data":[${values.join(',')}]`);
   });
@@ -360,7 +413,9 @@ describe('every datatype round trips through identity_<type>', () => {
 
   it('non-UTF-8 BYTES are never silently altered (returned byte-exact or rejected)', async () => {
     const raw = bytesRaw([Uint8Array.of(0xff, 0xfe, 0x00, 0x80), Uint8Array.of(0xc3)]);
-    const res = await inferBinary(url, 'identity_string', [{ name: 'INPUT0', datatype: 'BYTES', shape: [1, 2], raw }], { binaryOutput: true });
+    const res = await inferBinary(url, 'identity_string', [{ name: 'INPUT0', datatype: 'BYTES', shape: [1, 2], raw }], {
+      binaryOutput: true,
+    });
     if (res.status === 200) expect(decodeResponse(res).outputs[0]!.raw!.equals(raw)).toBe(true);
     else expect(res.status).toBe(400);
   });
@@ -409,10 +464,15 @@ describe('compression', () => {
   });
 
   it('compresses binary responses too, keeping Inference-Header-Content-Length uncompressed', async () => {
-    const res = await inferBinary(url, 'simple', [
-      { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], raw: rawOf('INT32', a) },
-      { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], raw: rawOf('INT32', b) },
-    ], { binaryOutput: true, headers: { 'accept-encoding': 'gzip' } });
+    const res = await inferBinary(
+      url,
+      'simple',
+      [
+        { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], raw: rawOf('INT32', a) },
+        { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], raw: rawOf('INT32', b) },
+      ],
+      { binaryOutput: true, headers: { 'accept-encoding': 'gzip' } },
+    );
     expect(res.status).toBe(200);
     expect(res.headers['content-encoding']).toBe('gzip');
     const plain = zlib.gunzipSync(res.body);
@@ -445,15 +505,20 @@ describe('compression', () => {
 describe('classification extension', () => {
   let labels: string[] = [];
   beforeAll(() => {
-    labels = readFileSync(path.join(repo, 'image_classifier', 'labels.txt'), 'utf8').trim().split('\n');
+    labels = readFileSync(path.join(repo, 'image_classifier', 'labels.txt'), 'utf8')
+      .trim()
+      .split('\n');
   });
   const r = rng(2024);
   const image = new Float32Array(2 * 3 * 224 * 224).map(() => r());
   const raw = Buffer.from(image.buffer);
 
   it('classification: 3 returns the top 3 "score:index:label" per batch item', async () => {
-    const probs = decodeResponse(await inferBinary(url, 'image_classifier',
-      [{ name: 'INPUT', datatype: 'FP32', shape: [2, 3, 224, 224], raw }], { binaryOutput: true })).outputs[0]!;
+    const probs = decodeResponse(
+      await inferBinary(url, 'image_classifier', [{ name: 'INPUT', datatype: 'FP32', shape: [2, 3, 224, 224], raw }], {
+        binaryOutput: true,
+      }),
+    ).outputs[0]!;
     expect(probs.shape).toEqual([2, 11]);
     const p = valuesOf('FP32', probs.raw!) as number[];
     const expected: string[] = [];
@@ -474,9 +539,14 @@ describe('classification extension', () => {
   });
 
   it('classification larger than the class count returns every class, and works with binary output', async () => {
-    const res = await inferBinary(url, 'image_classifier', [{ name: 'INPUT', datatype: 'FP32', shape: [1, 3, 224, 224], raw: raw.subarray(0, raw.byteLength / 2) }], {
-      outputs: [{ name: 'OUTPUT', parameters: { classification: 50, binary_data: true } }],
-    });
+    const res = await inferBinary(
+      url,
+      'image_classifier',
+      [{ name: 'INPUT', datatype: 'FP32', shape: [1, 3, 224, 224], raw: raw.subarray(0, raw.byteLength / 2) }],
+      {
+        outputs: [{ name: 'OUTPUT', parameters: { classification: 50, binary_data: true } }],
+      },
+    );
     expect(res.status, res.text()).toBe(200);
     const out = decodeResponse(res).outputs[0]!;
     expect(out).toMatchObject({ datatype: 'BYTES', shape: [1, 11] });
@@ -530,7 +600,11 @@ describe('errors, each followed by a correct good request', () => {
   });
 
   it('unknown version', async () => {
-    expectError(await inferJson(url, 'simple', { inputs: good() }, '999'), 404, "Request for unknown model: 'simple' version 999 is not found");
+    expectError(
+      await inferJson(url, 'simple', { inputs: good() }, '999'),
+      404,
+      "Request for unknown model: 'simple' version 999 is not found",
+    );
   });
 
   it('version that is not a number', async () => {
@@ -556,8 +630,11 @@ describe('errors, each followed by a correct good request', () => {
   });
 
   it('shape without the batch dimension (the first dimension is taken as the batch, as in Triton)', async () => {
-    expectError(await inferJson(url, 'simple', { inputs: simpleJsonInputs(range(16), range(16), [16], [16]) }), 400,
-      "[request id: <id_unknown>] inference request batch-size must be <= 8 for 'simple'");
+    expectError(
+      await inferJson(url, 'simple', { inputs: simpleJsonInputs(range(16), range(16), [16], [16]) }),
+      400,
+      "[request id: <id_unknown>] inference request batch-size must be <= 8 for 'simple'",
+    );
     const res = await inferJson(url, 'simple', { inputs: simpleJsonInputs([1], [1], [1], [1]) });
     expect(res.status).toBe(400);
     expect(res.json().error).toContain("unexpected shape for input 'INPUT0' for model 'simple'. Expected [-1,16], got [1]. NOTE:");
@@ -583,10 +660,16 @@ describe('errors, each followed by a correct good request', () => {
 
   it('unknown input and unknown output', async () => {
     const extra = [...good(), { name: 'INPUT9', datatype: 'INT32', shape: [1, 16], data: range(16) }];
-    expectError(await inferJson(url, 'simple', { inputs: [good()[0], extra[2]] }), 400,
-      "[request id: <id_unknown>] unexpected inference input 'INPUT9' for model 'simple'");
-    expectError(await inferJson(url, 'simple', { inputs: good(), outputs: [{ name: 'OUTPUT9' }] }), 400,
-      "[request id: <id_unknown>] unexpected inference output 'OUTPUT9' for model 'simple'");
+    expectError(
+      await inferJson(url, 'simple', { inputs: [good()[0], extra[2]] }),
+      400,
+      "[request id: <id_unknown>] unexpected inference input 'INPUT9' for model 'simple'",
+    );
+    expectError(
+      await inferJson(url, 'simple', { inputs: good(), outputs: [{ name: 'OUTPUT9' }] }),
+      400,
+      "[request id: <id_unknown>] unexpected inference output 'OUTPUT9' for model 'simple'",
+    );
   });
 
   it('batch larger than max_batch_size', async () => {
@@ -626,7 +709,11 @@ describe('errors, each followed by a correct good request', () => {
       { name: 'INPUT0', datatype: 'BYTES', shape: [1, 16], raw: bytesRaw(range(14).map(String)) },
       { name: 'INPUT1', datatype: 'BYTES', shape: [1, 16], raw: bytesRaw(range(16).map(String)) },
     ]);
-    expectError(res, 400, "[request id: <id_unknown>] expected 16 string elements for inference input 'INPUT0' for model 'simple_string', got 14");
+    expectError(
+      res,
+      400,
+      "[request id: <id_unknown>] expected 16 string elements for inference input 'INPUT0' for model 'simple_string', got 14",
+    );
   });
 
   it('malformed binary BYTES (length prefix past the end)', async () => {
@@ -638,7 +725,14 @@ describe('errors, each followed by a correct good request', () => {
   });
 
   it('JSON values that do not fit the datatype', async () => {
-    for (const [dt, v] of [['INT8', 128], ['UINT8', -1], ['UINT32', 4294967296], ['INT32', 1.5], ['BOOL', 1], ['FP32', 'x']] as const) {
+    for (const [dt, v] of [
+      ['INT8', 128],
+      ['UINT8', -1],
+      ['UINT32', 4294967296],
+      ['INT32', 1.5],
+      ['BOOL', 1],
+      ['FP32', 'x'],
+    ] as const) {
       const res = await inferJson(url, identityModel(dt as Dt), { inputs: [{ name: 'INPUT0', datatype: dt, shape: [1, 1], data: [v] }] });
       expect(res.status, `${dt} ${v}`).toBe(400);
       expect(res.json().error).toContain(`is not a valid ${dt}`);
@@ -651,10 +745,16 @@ describe('errors, each followed by a correct good request', () => {
     expectError(await postJson(url, '/v2/models/simple/infer', '{"inputs": [ {"name": '), 400, /failed to parse the request JSON/);
     expectError(await postJson(url, '/v2/models/simple/infer', '[1,2,3]'), 400, 'the request JSON must be an object');
     expectError(await postJson(url, '/v2/models/simple/infer', '{}'), 400, "the request must have an 'inputs' array");
-    expectError(await postJson(url, '/v2/models/simple/infer', { inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, -16], data: [] }] }),
-      400, /'shape' array of non-negative integers/);
-    expectError(await postJson(url, '/v2/models/simple/infer', { inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 16] }] }),
-      400, /neither 'data' nor 'binary_data_size'/);
+    expectError(
+      await postJson(url, '/v2/models/simple/infer', { inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, -16], data: [] }] }),
+      400,
+      /'shape' array of non-negative integers/,
+    );
+    expectError(
+      await postJson(url, '/v2/models/simple/infer', { inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 16] }] }),
+      400,
+      /neither 'data' nor 'binary_data_size'/,
+    );
     expectError(await request(url, 'POST', '/v2/models/simple/infer'), 400, /failed to parse the request JSON/);
   });
 

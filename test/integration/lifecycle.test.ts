@@ -6,8 +6,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { get, inferJson, postJson } from '../helpers/http.js';
-import { startServer, type ServerHandle } from '../helpers/server.js';
 import { pendingRequests } from '../helpers/metrics.js';
+import { type ServerHandle, startServer } from '../helpers/server.js';
 import { simpleJsonInputs } from '../helpers/simple.js';
 import { range } from '../helpers/tensors.js';
 
@@ -76,7 +76,9 @@ describe('poll mode under load', () => {
     // A folder copied in becomes callable within the poll period.
     cpSync(path.join(source(), 'identity_int32'), path.join(repo, 'identity_int32'), { recursive: true });
     await waitFor('identity_int32 ready', () => ready('identity_int32'));
-    const id = await inferJson(server.url, 'identity_int32', { inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 3], data: [7, 8, 9] }] });
+    const id = await inferJson(server.url, 'identity_int32', {
+      inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 3], data: [7, 8, 9] }],
+    });
     expect(id.json().outputs[0].data).toEqual([7, 8, 9]);
 
     // A changed config rolls the model over while it serves.
@@ -152,7 +154,7 @@ describe('explicit mode', () => {
 });
 
 describe('none mode refuses repository load/unload', () => {
-  it('answers 503 with Triton\'s message', async () => {
+  it("answers 503 with Triton's message", async () => {
     const server = await startServer(inject('modelRepository'));
     try {
       const r = await postJson(server.url, '/v2/repository/models/simple/unload', {});
@@ -177,13 +179,20 @@ describe('graceful shutdown under load', () => {
       const image = (n: number) => Buffer.from(new Float32Array(n * 3 * 224 * 224).fill(0.5).buffer);
       const pending = (): Promise<number> => pendingRequests(server, 'slow');
       const httpCalls = Array.from({ length: 3 }, () =>
-        inferBinary(server.url, 'slow', [{ name: 'INPUT', datatype: 'FP32', shape: [8, 3, 224, 224], raw: image(8) }], { binaryOutput: true }),
+        inferBinary(server.url, 'slow', [{ name: 'INPUT', datatype: 'FP32', shape: [8, 3, 224, 224], raw: image(8) }], {
+          binaryOutput: true,
+        }),
       );
       const grpcCalls = Array.from({ length: 2 }, () =>
-        client.call('ModelInfer', { model_name: 'slow', inputs: [{ name: 'INPUT', datatype: 'FP32', shape: [1, 3, 224, 224] }], raw_input_contents: [image(1)] }),
+        client.call('ModelInfer', {
+          model_name: 'slow',
+          inputs: [{ name: 'INPUT', datatype: 'FP32', shape: [1, 3, 224, 224] }],
+          raw_input_contents: [image(1)],
+        }),
       );
       // All five accepted (queued, executing or already answered) and some still in flight.
-      const answered = async (): Promise<number> => (await get(server.url, '/v2/models/slow/stats')).json().model_stats[0].inference_stats.success.count as number;
+      const answered = async (): Promise<number> =>
+        (await get(server.url, '/v2/models/slow/stats')).json().model_stats[0].inference_stats.success.count as number;
       // Answered first, then pending: a request answered in between is counted once at most.
       await waitFor('five requests accepted, some still in flight', async () => {
         const a = await answered();
@@ -192,10 +201,13 @@ describe('graceful shutdown under load', () => {
       });
       const stopped = server.stop(20_000);
       const results = await Promise.allSettled([...httpCalls, ...grpcCalls]);
-      for (const [i, r] of results.entries()) expect(r.status, `request ${i}: ${String((r as PromiseRejectedResult).reason)}`).toBe('fulfilled');
+      for (const [i, r] of results.entries())
+        expect(r.status, `request ${i}: ${String((r as PromiseRejectedResult).reason)}`).toBe('fulfilled');
       for (const r of results.slice(0, 3)) expect((r as PromiseFulfilledResult<{ status: number }>).value.status).toBe(200);
       for (const r of results.slice(3)) {
-        expect((r as PromiseFulfilledResult<{ outputs: { shape: (string | number)[] }[] }>).value.outputs[0]!.shape.map(Number)).toEqual([1, 11]);
+        expect((r as PromiseFulfilledResult<{ outputs: { shape: (string | number)[] }[] }>).value.outputs[0]!.shape.map(Number)).toEqual([
+          1, 11,
+        ]);
       }
       expect(await stopped).toBe(0);
     } finally {

@@ -2,8 +2,8 @@
 // every --metrics-interval-ms; --allow-cpu-metrics false leaves them out and keeps the rest.
 import { afterEach, describe, expect, it } from 'vitest';
 import { get } from '../helpers/http.js';
-import { makeRepo, scaleConfig, scaleModel, type Repo } from '../helpers/repo.js';
-import { startServer, type ServerHandle } from '../helpers/server.js';
+import { makeRepo, type Repo, scaleConfig, scaleModel } from '../helpers/repo.js';
+import { type ServerHandle, startServer } from '../helpers/server.js';
 
 describe('metrics flags', () => {
   let repo: Repo | undefined;

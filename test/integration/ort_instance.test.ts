@@ -5,8 +5,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OrtInstance } from '../../src/backends/onnxruntime/instance.js';
 import { INITIAL_ARENA, SLOTS } from '../../src/backends/onnxruntime/channel.js';
+import { OrtInstance } from '../../src/backends/onnxruntime/instance.js';
 import { GraphBuilder } from '../../tools/onnx/builder.js';
 
 /** UINT8 [n] → FP64 [n]: the output is 8× the input, so the worker must grow the arena. */
@@ -28,7 +28,14 @@ describe('OrtInstance', () => {
     writeFileSync(path.join(dir, 'model.onnx'), castModel());
     inst = await OrtInstance.start(
       { name: 'widen_0', kind: 'KIND_CPU', deviceId: -1 },
-      { modelPath: path.join(dir, 'model.onnx'), intraOpThreads: 1, interOpThreads: 1, allowSpinning: false, cudaDeviceId: -1, graphOptimizationLevel: 'all' },
+      {
+        modelPath: path.join(dir, 'model.onnx'),
+        intraOpThreads: 1,
+        interOpThreads: 1,
+        allowSpinning: false,
+        cudaDeviceId: -1,
+        graphOptimizationLevel: 'all',
+      },
     );
   });
   afterAll(async () => {

@@ -3,11 +3,11 @@
 // the queue fails the same way, and the statistics and metrics count them as failures.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildImageClassifier } from '../../tools/onnx/models.js';
+import { type GrpcClient, grpcClient, status } from '../helpers/grpc.js';
 import { binaryBody, get, inferBinary, request } from '../helpers/http.js';
-import { grpcClient, status, type GrpcClient } from '../helpers/grpc.js';
-import { makeRepo, slowClassifier, type Repo } from '../helpers/repo.js';
 import { waitPending as waitPendingOn } from '../helpers/metrics.js';
-import { startServer, type ServerHandle } from '../helpers/server.js';
+import { makeRepo, type Repo, slowClassifier } from '../helpers/repo.js';
+import { type ServerHandle, startServer } from '../helpers/server.js';
 
 const image = (n: number): Buffer => Buffer.from(new Float32Array(n * 3 * 224 * 224).fill(0.25).buffer);
 
@@ -19,7 +19,10 @@ describe('queue policy over HTTP and gRPC', () => {
   const stats = async () => (await get(server.url, '/v2/models/slowq/stats')).json().model_stats[0];
   const waitPending = (n: number): Promise<void> => waitPendingOn(server, 'slowq', n);
   /** A long execution (batch 16 on one thread) that keeps the single instance busy. */
-  const long = () => inferBinary(server.url, 'slowq', [{ name: 'INPUT', datatype: 'FP32', shape: [16, 3, 224, 224], raw: image(16) }], { binaryOutput: true });
+  const long = () =>
+    inferBinary(server.url, 'slowq', [{ name: 'INPUT', datatype: 'FP32', shape: [16, 3, 224, 224], raw: image(16) }], {
+      binaryOutput: true,
+    });
   const one = (parameters: Record<string, unknown> = {}) => {
     const { body, headerLength } = binaryBody([{ name: 'INPUT', datatype: 'FP32', shape: [1, 3, 224, 224], raw: image(1) }], {
       parameters: { binary_data_output: true, ...parameters },

@@ -6,10 +6,10 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildSimple } from '../../tools/onnx/models.js';
 import { expectSimpleWorks } from '../helpers/checks.js';
-import { get, inferBinary, inferJson, type HttpResult } from '../helpers/http.js';
-import { makeRepo, scaleConfig, scaleModel, transposeModel, type Repo } from '../helpers/repo.js';
+import { get, type HttpResult, inferBinary, inferJson } from '../helpers/http.js';
 import { ROOT } from '../helpers/paths.js';
-import { runCli, runServerToExit, startServer, type ServerHandle } from '../helpers/server.js';
+import { makeRepo, type Repo, scaleConfig, scaleModel, transposeModel } from '../helpers/repo.js';
+import { runCli, runServerToExit, type ServerHandle, startServer } from '../helpers/server.js';
 import { range, rawOf } from '../helpers/tensors.js';
 
 const simple = buildSimple();
@@ -35,7 +35,11 @@ describe('a broken model next to good ones', () => {
   beforeAll(() => {
     repo = makeRepo([
       simpleVariant('simple'),
-      { name: 'broken', config: 'name: "broken"\nmax_batch_size: 8\ninput [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 16 ', versions: { 1: simple.onnx } },
+      {
+        name: 'broken',
+        config: 'name: "broken"\nmax_batch_size: 8\ninput [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 16 ',
+        versions: { 1: simple.onnx },
+      },
       simpleVariant('wrong_name', (c) => c.replace('name: "INPUT1"', 'name: "INPUT_B"')),
       simpleVariant('wrong_type', (c) => c.replace(/data_type: TYPE_INT32/, 'data_type: TYPE_FP32')),
       simpleVariant('wrong_dims', (c) => c.replace(/dims: \[ 16 \]/, 'dims: [ 8 ]')),
@@ -85,7 +89,9 @@ describe('a broken model next to good ones', () => {
     });
 
     it('reports config dims that do not match the ONNX file', async () => {
-      expect(statusRow(server.stdout(), 'wrong_dims')).toMatch(/UNAVAILABLE: .*'INPUT0' has shape \[-1,16\] in the model file, but the configuration gives \[-1,8\]/);
+      expect(statusRow(server.stdout(), 'wrong_dims')).toMatch(
+        /UNAVAILABLE: .*'INPUT0' has shape \[-1,16\] in the model file, but the configuration gives \[-1,8\]/,
+      );
     });
   });
 
@@ -188,7 +194,11 @@ describe('a specific version policy naming a version folder that does not exist'
   let repo: Repo;
   beforeAll(() => {
     repo = makeRepo([
-      { name: 'partial', config: scaleConfig('partial', 'version_policy: { specific: { versions: [1, 5] } }'), versions: { 1: scaleModel(1), 2: scaleModel(2) } },
+      {
+        name: 'partial',
+        config: scaleConfig('partial', 'version_policy: { specific: { versions: [1, 5] } }'),
+        versions: { 1: scaleModel(1), 2: scaleModel(2) },
+      },
     ]);
   });
   afterAll(() => repo.cleanup());
@@ -234,7 +244,9 @@ output [ { name: "OUTPUT" data_type: TYPE_INT32 dims: [ 16 ] reshape: { shape: [
     expect(md.inputs[0].shape).toEqual([-1, 16]);
     const batch = 3;
     const x = range(batch * 16, (i) => i * 7 - 100);
-    const res = await inferBinary(server.url, 'transpose', [{ name: 'INPUT', datatype: 'INT32', shape: [batch, 16], raw: rawOf('INT32', x) }]);
+    const res = await inferBinary(server.url, 'transpose', [
+      { name: 'INPUT', datatype: 'INT32', shape: [batch, 16], raw: rawOf('INT32', x) },
+    ]);
     expect(res.status, res.text()).toBe(200);
     const out = res.json().outputs[0];
     expect(out.shape).toEqual([batch, 16]);
@@ -244,7 +256,9 @@ output [ { name: "OUTPUT" data_type: TYPE_INT32 dims: [ 16 ] reshape: { shape: [
   });
 
   it('rejects the model shape itself (clients must use dims)', async () => {
-    const res = await inferBinary(server.url, 'transpose', [{ name: 'INPUT', datatype: 'INT32', shape: [1, 4, 4], raw: rawOf('INT32', range(16)) }]);
+    const res = await inferBinary(server.url, 'transpose', [
+      { name: 'INPUT', datatype: 'INT32', shape: [1, 4, 4], raw: rawOf('INT32', range(16)) },
+    ]);
     expect(res.status).toBe(400);
     expect(res.json().error).toContain("unexpected shape for input 'INPUT' for model 'transpose'. Expected [-1,16], got [1,4,4].");
   });
@@ -290,13 +304,24 @@ describe('command line', () => {
 });
 
 describe('a front-end that cannot start', () => {
-  for (const [flag, service] of [['--grpc-port', 'gRPC'], ['--http-port', 'HTTP'], ['--metrics-port', 'metrics']] as const) {
+  for (const [flag, service] of [
+    ['--grpc-port', 'gRPC'],
+    ['--http-port', 'HTTP'],
+    ['--metrics-port', 'metrics'],
+  ] as const) {
     it(`a busy ${service} port: exit 1, naming the service and the address`, async () => {
       const blocker = net.createServer();
       await new Promise<void>((r) => blocker.listen(0, '127.0.0.1', () => r()));
       const port = (blocker.address() as net.AddressInfo).port;
       try {
-        const r = await runServerToExit(path.join(ROOT, 'model_repository'), ['--model-control-mode', 'explicit', '--load-model', 'simple', flag, String(port)]);
+        const r = await runServerToExit(path.join(ROOT, 'model_repository'), [
+          '--model-control-mode',
+          'explicit',
+          '--load-model',
+          'simple',
+          flag,
+          String(port),
+        ]);
         expect(r.code).toBe(1);
         expect(r.stderr).toContain(`failed to start the ${service} service on 127.0.0.1:${port}`);
         expect(r.stderr).not.toMatch(/ReferenceError|fatal/);

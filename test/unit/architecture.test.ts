@@ -17,7 +17,9 @@ function files(dir: string): string[] {
 /** Every import/export-from specifier of a file (type-only ones too: they are dependencies of the design). */
 function specifiers(file: string): string[] {
   const text = readFileSync(file, 'utf8');
-  return [...text.matchAll(/(?:^|\n)\s*(?:import|export)\s[^;]*?from\s+'([^']+)'/g), ...text.matchAll(/import\(\s*'([^']+)'\s*\)/g)].map((m) => m[1]!);
+  return [...text.matchAll(/(?:^|\n)\s*(?:import|export)\s[^;]*?from\s+'([^']+)'/g), ...text.matchAll(/import\(\s*'([^']+)'\s*\)/g)].map(
+    (m) => m[1]!,
+  );
 }
 
 const all = files(SRC);
@@ -89,7 +91,10 @@ describe('src/ layering', () => {
       for (const d of deps) {
         if (l === 'kernel') expect(layer(d), path.relative(SRC, f)).toBe('kernel');
         if (l === 'frontends') {
-          expect(['core', 'repository', 'model', 'scheduler', 'backends'].includes(layer(d)) && !d.endsWith(path.join('core', 'api.ts')), `${path.relative(SRC, f)} imports ${path.relative(SRC, d)}`).toBe(false);
+          expect(
+            ['core', 'repository', 'model', 'scheduler', 'backends'].includes(layer(d)) && !d.endsWith(path.join('core', 'api.ts')),
+            `${path.relative(SRC, f)} imports ${path.relative(SRC, d)}`,
+          ).toBe(false);
         }
       }
     }

@@ -312,7 +312,10 @@ describe('configurations that list tensors', () => {
 describe('platform and backend', () => {
   it('fills the one that is missing for ONNX and leaves others for validation', () => {
     expect(autoCompleteConfig({ backend: 'onnxruntime' }, SIMPLE)).toMatchObject({ platform: 'onnxruntime_onnx', backend: 'onnxruntime' });
-    expect(autoCompleteConfig({ platform: 'onnxruntime_onnx' }, SIMPLE)).toMatchObject({ platform: 'onnxruntime_onnx', backend: 'onnxruntime' });
+    expect(autoCompleteConfig({ platform: 'onnxruntime_onnx' }, SIMPLE)).toMatchObject({
+      platform: 'onnxruntime_onnx',
+      backend: 'onnxruntime',
+    });
     const tf = autoCompleteConfig({ platform: 'tensorflow_savedmodel' }, SIMPLE);
     expect(tf.platform).toBe('tensorflow_savedmodel');
     expect(tf.backend).toBeUndefined();

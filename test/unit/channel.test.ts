@@ -36,7 +36,13 @@ describe('instance channel', () => {
 
   it('refuses a command that does not fit the header instead of overwriting memory', () => {
     const c = Control.create();
-    const inputs = Array.from({ length: 2000 }, (_, i) => ({ index: i, datatype: 'FP32' as const, dims: [1, 2], offset: 0, byteLength: 8 }));
+    const inputs = Array.from({ length: 2000 }, (_, i) => ({
+      index: i,
+      datatype: 'FP32' as const,
+      dims: [1, 2],
+      offset: 0,
+      byteLength: 8,
+    }));
     expect(() => c.writeCommand({ inputs, outputs: [] })).toThrow('too many tensors or dimensions for one execution (2000 tensors)');
   });
 

@@ -54,7 +54,7 @@ const DENSENET_TRITON_JSON =
   '"default_model_filename":"model.onnx","cc_model_filenames":{},"metric_tags":{},"parameters":{},"model_warmup":[]}';
 
 describe('toTritonConfigJson', () => {
-  it('reproduces Triton\'s JSON byte for byte, including key order and defaults', () => {
+  it("reproduces Triton's JSON byte for byte, including key order and defaults", () => {
     expect(JSON.stringify(toTritonConfigJson(parse(DENSENET_PBTXT)))).toBe(DENSENET_TRITON_JSON);
   });
 
@@ -91,7 +91,7 @@ describe('toTritonConfigJson', () => {
     ]);
   });
 
-  it('applies exactly Triton\'s int64 fix-ups', () => {
+  it("applies exactly Triton's int64 fix-ups", () => {
     const cfg = parse(`
 name: "m"
 version_policy { specific { versions: [ 1, 3 ] } }
@@ -143,7 +143,8 @@ model_warmup { name: "w" batch_size: 1 inputs { key: "i" value { data_type: TYPE
   });
 
   it('fixes sequence_batching fields but leaves initial_state dims as strings, like Triton', () => {
-    const json = toTritonConfigJson(parse(`
+    const json = toTritonConfigJson(
+      parse(`
 name: "seq"
 sequence_batching {
   max_sequence_idle_microseconds: 5000000
@@ -152,7 +153,8 @@ sequence_batching {
     input_name: "IN" output_name: "OUT" data_type: TYPE_INT32 dims: [ 1 ]
     initial_state { data_type: TYPE_INT32 dims: [ 1 ] zero_data: true name: "zeros" }
   }
-}`));
+}`),
+    );
     expect(json.sequence_batching).toStrictEqual({
       oldest: { max_candidate_sequences: 4, preferred_batch_size: [2], max_queue_delay_microseconds: 10, preserve_ordering: false },
       max_sequence_idle_microseconds: 5000000,
@@ -173,10 +175,12 @@ sequence_batching {
   });
 
   it('fixes ensemble step model_version and prints maps as objects', () => {
-    const json = toTritonConfigJson(parse(`
+    const json = toTritonConfigJson(
+      parse(`
 name: "ens" platform: "ensemble"
 ensemble_scheduling { step { model_name: "a" model_version: -1 input_map { key: "x" value: "y" } } }
-parameters { key: "p" value { string_value: "v" } }`));
+parameters { key: "p" value { string_value: "v" } }`),
+    );
     expect(json.ensemble_scheduling).toStrictEqual({
       step: [{ model_name: 'a', model_version: -1, input_map: { x: 'y' }, output_map: {}, model_namespace: '' }],
       max_inflight_requests: 0,
@@ -185,11 +189,13 @@ parameters { key: "p" value { string_value: "v" } }`));
   });
 
   it('prints float fields at float32 precision and non-finite values as strings', () => {
-    const json = toTritonConfigJson(parse(`
+    const json = toTritonConfigJson(
+      parse(`
 sequence_batching {
   direct { minimum_slot_utilization: 0.1 }
   control_input { name: "c" control { kind: CONTROL_SEQUENCE_READY fp32_false_true: [ 0, 1.5, nan, -inf, inf ] } }
-}`));
+}`),
+    );
     const seq = json.sequence_batching as Record<string, unknown>;
     expect(seq.direct).toStrictEqual({ max_queue_delay_microseconds: 0, minimum_slot_utilization: 0.1 });
     expect(JSON.stringify(seq.control_input)).toBe(
@@ -205,14 +211,12 @@ sequence_batching {
     expect(jsonError(() => toTritonConfigJson({ input: [{ data_type: 'FP32' }] })).message).toBe(
       'invalid model config field "input[0].data_type": expected a inference.DataType value name, got string "FP32"',
     );
-    expect(jsonError(() => toTritonConfigJson({ dynamic_batching: {}, sequence_batching: {} })).path).toBe(
-      'sequence_batching',
-    );
+    expect(jsonError(() => toTritonConfigJson({ dynamic_batching: {}, sequence_batching: {} })).path).toBe('sequence_batching');
   });
 });
 
 describe('fromTritonConfigJson', () => {
-  it('parses Triton\'s JSON into the internal form', () => {
+  it("parses Triton's JSON into the internal form", () => {
     const cfg = fromTritonConfigJson(JSON.parse(DENSENET_TRITON_JSON) as unknown);
     expect(cfg).toMatchObject({
       name: 'densenet_onnx',
@@ -274,9 +278,17 @@ describe('fromTritonConfigJson', () => {
       [{ input: [null] }, 'input[0]', /null is not allowed/],
       [{ dynamic_batching: {}, ensemble_scheduling: {} }, 'ensemble_scheduling', /both set in oneof "scheduling_choice"/],
       [{ max_batch_size: 1, maxBatchSize: 2 }, 'max_batch_size', /given more than once/],
-      [{ dynamic_batching: { priority_queue_policy: { high: {} } } }, 'dynamic_batching.priority_queue_policy["high"]', /expected an integer \(uint64\)/],
+      [
+        { dynamic_batching: { priority_queue_policy: { high: {} } } },
+        'dynamic_batching.priority_queue_policy["high"]',
+        /expected an integer \(uint64\)/,
+      ],
       [{ input: [{ optional: 'true' }] }, 'input[0].optional', /expected true or false/],
-      [{ sequence_batching: { direct: { minimum_slot_utilization: 1e39 } } }, 'sequence_batching.direct.minimum_slot_utilization', /out of range for float/],
+      [
+        { sequence_batching: { direct: { minimum_slot_utilization: 1e39 } } },
+        'sequence_batching.direct.minimum_slot_utilization',
+        /out of range for float/,
+      ],
       [[], '', /expected a JSON object, got an array/],
       ['{"name": ', '', /not valid JSON/],
     ];

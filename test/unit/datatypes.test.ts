@@ -2,19 +2,47 @@
 // datatype, IEEE half precision, BYTES framing, and exact 64-bit integers in JSON.
 import { describe, expect, it } from 'vitest';
 import {
-  DATATYPES, ExactInteger, countBytesElements, elementCount, elementSize, floatToHalf, fromConfigType, fromOrtType, halfToFloat,
-  isDataType, joinBytes, jsonToRaw, rawToJson, splitBytes, toConfigType, toOrtType, typedView, type DataType,
+  countBytesElements,
+  DATATYPES,
+  type DataType,
+  ExactInteger,
+  elementCount,
+  elementSize,
+  floatToHalf,
+  fromConfigType,
+  fromOrtType,
+  halfToFloat,
+  isDataType,
+  joinBytes,
+  jsonToRaw,
+  rawToJson,
+  splitBytes,
+  toConfigType,
+  toOrtType,
+  typedView,
 } from '../../src/kernel/datatypes.js';
 import { encodeJson, parseJsonExact } from '../../src/kernel/json.js';
 import { expectServalError } from '../helpers/errors.js';
 // Reference encoders written independently of src/kernel (shared with the integration tests).
-import { SIZE, bytesRaw, halfToNumber, rawOf } from '../helpers/tensors.js';
+import { bytesRaw, halfToNumber, rawOf, SIZE } from '../helpers/tensors.js';
 
 describe('datatype tables', () => {
   it('lists the 13 KServe v2 datatypes', () => {
-    expect([...DATATYPES].sort()).toEqual(
-      ['BOOL', 'BYTES', 'FP16', 'FP32', 'FP64', 'INT16', 'INT32', 'INT64', 'INT8', 'UINT16', 'UINT32', 'UINT64', 'UINT8'],
-    );
+    expect([...DATATYPES].sort()).toEqual([
+      'BOOL',
+      'BYTES',
+      'FP16',
+      'FP32',
+      'FP64',
+      'INT16',
+      'INT32',
+      'INT64',
+      'INT8',
+      'UINT16',
+      'UINT32',
+      'UINT64',
+      'UINT8',
+    ]);
     for (const d of DATATYPES) expect(isDataType(d)).toBe(true);
     for (const d of ['BF16', 'fp32', 'STRING', '', 'toString', 'constructor', 7, undefined]) expect(isDataType(d)).toBe(false);
   });
@@ -26,14 +54,34 @@ describe('datatype tables', () => {
 
   it('maps to model-config and ONNX Runtime type names and back', () => {
     const config: Record<DataType, string> = {
-      BOOL: 'TYPE_BOOL', UINT8: 'TYPE_UINT8', UINT16: 'TYPE_UINT16', UINT32: 'TYPE_UINT32', UINT64: 'TYPE_UINT64',
-      INT8: 'TYPE_INT8', INT16: 'TYPE_INT16', INT32: 'TYPE_INT32', INT64: 'TYPE_INT64',
-      FP16: 'TYPE_FP16', FP32: 'TYPE_FP32', FP64: 'TYPE_FP64', BYTES: 'TYPE_STRING',
+      BOOL: 'TYPE_BOOL',
+      UINT8: 'TYPE_UINT8',
+      UINT16: 'TYPE_UINT16',
+      UINT32: 'TYPE_UINT32',
+      UINT64: 'TYPE_UINT64',
+      INT8: 'TYPE_INT8',
+      INT16: 'TYPE_INT16',
+      INT32: 'TYPE_INT32',
+      INT64: 'TYPE_INT64',
+      FP16: 'TYPE_FP16',
+      FP32: 'TYPE_FP32',
+      FP64: 'TYPE_FP64',
+      BYTES: 'TYPE_STRING',
     };
     const ort: Record<DataType, string> = {
-      BOOL: 'bool', UINT8: 'uint8', UINT16: 'uint16', UINT32: 'uint32', UINT64: 'uint64',
-      INT8: 'int8', INT16: 'int16', INT32: 'int32', INT64: 'int64',
-      FP16: 'float16', FP32: 'float32', FP64: 'float64', BYTES: 'string',
+      BOOL: 'bool',
+      UINT8: 'uint8',
+      UINT16: 'uint16',
+      UINT32: 'uint32',
+      UINT64: 'uint64',
+      INT8: 'int8',
+      INT16: 'int16',
+      INT32: 'int32',
+      INT64: 'int64',
+      FP16: 'float16',
+      FP32: 'float32',
+      FP64: 'float64',
+      BYTES: 'string',
     };
     for (const d of DATATYPES) {
       expect(toConfigType(d)).toBe(config[d]);
@@ -93,7 +141,16 @@ describe('JSON data → raw bytes → JSON, every datatype', () => {
   });
 
   it('flattens nested arrays in row-major order', () => {
-    expect(jsonToRaw('INT32', [[1, 2], [3, [4, 5]]], 'x').equals(rawOf('INT32', [1, 2, 3, 4, 5]))).toBe(true);
+    expect(
+      jsonToRaw(
+        'INT32',
+        [
+          [1, 2],
+          [3, [4, 5]],
+        ],
+        'x',
+      ).equals(rawOf('INT32', [1, 2, 3, 4, 5])),
+    ).toBe(true);
     expect(jsonToRaw('INT32', 7, 'x').equals(rawOf('INT32', [7]))).toBe(true);
     expect(jsonToRaw('BYTES', [['a'], ['b', 'c']], 'x').equals(bytesRaw(['a', 'b', 'c']))).toBe(true);
   });
@@ -107,9 +164,26 @@ describe('JSON data → raw bytes → JSON, every datatype', () => {
 
   it('rejects values outside the datatype, naming the value and the type', () => {
     const bad: [DataType, unknown][] = [
-      ['BOOL', 1], ['BOOL', 'true'], ['UINT8', 256], ['UINT8', -1], ['UINT16', 65536], ['UINT32', 2 ** 32], ['INT8', 128],
-      ['INT8', -129], ['INT16', 32768], ['INT32', 2 ** 31], ['INT32', 1.5], ['INT32', '3'], ['INT32', null], ['UINT64', -1],
-      ['UINT64', 2n ** 64n], ['INT64', 2n ** 63n], ['INT64', 0.5], ['FP32', '1.0'], ['FP64', true], ['FP16', null],
+      ['BOOL', 1],
+      ['BOOL', 'true'],
+      ['UINT8', 256],
+      ['UINT8', -1],
+      ['UINT16', 65536],
+      ['UINT32', 2 ** 32],
+      ['INT8', 128],
+      ['INT8', -129],
+      ['INT16', 32768],
+      ['INT32', 2 ** 31],
+      ['INT32', 1.5],
+      ['INT32', '3'],
+      ['INT32', null],
+      ['UINT64', -1],
+      ['UINT64', 2n ** 64n],
+      ['INT64', 2n ** 63n],
+      ['INT64', 0.5],
+      ['FP32', '1.0'],
+      ['FP64', true],
+      ['FP16', null],
     ];
     for (const [dt, v] of bad) {
       const e = expectServalError(() => jsonToRaw(dt, [v], "input 'IN'"));
@@ -261,8 +335,12 @@ describe('exact 64-bit integers in JSON (core/json.ts)', () => {
   });
 
   it('parseJsonExact keeps long integers exact as bigint and parses the rest like JSON.parse', () => {
-    const doc = parseJsonExact('{"u":[18446744073709551615, 9007199254740993, 1234567890123456, 7],"i":-9223372036854775808,"f":1.5e300}') as {
-      u: unknown[]; i: unknown; f: unknown;
+    const doc = parseJsonExact(
+      '{"u":[18446744073709551615, 9007199254740993, 1234567890123456, 7],"i":-9223372036854775808,"f":1.5e300}',
+    ) as {
+      u: unknown[];
+      i: unknown;
+      f: unknown;
     };
     expect(doc.u).toEqual([18446744073709551615n, 9007199254740993n, 1234567890123456, 7]);
     expect(doc.i).toBe(-9223372036854775808n);

@@ -1,9 +1,9 @@
 // src/frontends/grpc/infer_codec.ts: ModelInfer messages ⇄ core requests/responses.
 import { describe, expect, it } from 'vitest';
-import type { ServalError } from '../../src/kernel/errors.js';
 import type { InferParameter__Output } from '../../src/frontends/grpc/generated/inference/InferParameter.js';
 import type { InferTensorContents__Output } from '../../src/frontends/grpc/generated/inference/InferTensorContents.js';
-import { decodeGrpcInfer, encodeGrpcInfer, toGrpcParams, type GrpcInferRequest } from '../../src/frontends/grpc/infer_codec.js';
+import { decodeGrpcInfer, encodeGrpcInfer, type GrpcInferRequest, toGrpcParams } from '../../src/frontends/grpc/infer_codec.js';
+import type { ServalError } from '../../src/kernel/errors.js';
 import { expectServalError } from '../helpers/errors.js';
 import { asBuffer, rawOf } from '../helpers/tensors.js';
 
@@ -18,7 +18,14 @@ interface Input {
 type Extra = Partial<Omit<GrpcInferRequest, 'inputs' | 'outputs'>> & { outputs?: { name: string; parameters?: Params }[] };
 
 const NO_CONTENTS: InferTensorContents__Output = {
-  bool_contents: [], int_contents: [], int64_contents: [], uint_contents: [], uint64_contents: [], fp32_contents: [], fp64_contents: [], bytes_contents: [],
+  bool_contents: [],
+  int_contents: [],
+  int64_contents: [],
+  uint_contents: [],
+  uint64_contents: [],
+  fp32_contents: [],
+  fp64_contents: [],
+  bytes_contents: [],
 };
 
 /** A ModelInferRequest as grpc-js hands it over: every field present (defaults), 64-bit values as strings. */
@@ -31,7 +38,12 @@ function msg(inputs: Input[], extra: Extra = {}): GrpcInferRequest {
     raw_input_contents: [],
     ...extra,
     outputs: (extra.outputs ?? []).map((o) => ({ parameters: {}, ...o })),
-    inputs: inputs.map((i) => ({ parameters: {}, ...i, shape: i.shape.map(String), contents: i.contents ? { ...NO_CONTENTS, ...i.contents } : null })),
+    inputs: inputs.map((i) => ({
+      parameters: {},
+      ...i,
+      shape: i.shape.map(String),
+      contents: i.contents ? { ...NO_CONTENTS, ...i.contents } : null,
+    })),
   };
 }
 
@@ -64,26 +76,36 @@ describe('decodeGrpcInfer: raw_input_contents', () => {
   });
 
   it('rejects a raw_input_contents count that does not match the inputs', () => {
-    const e = decodeError(msg([{ name: 'A', datatype: 'INT32', shape: [1] }, { name: 'B', datatype: 'INT32', shape: [1] }], {
-      raw_input_contents: [Buffer.alloc(4)],
-    }));
-    expect(e.code).toBe('INVALID_ARG');
-    expect(e.message).toBe(
-      'raw_input_contents has 1 entries but the request has 2 inputs; give raw contents for every input or for none',
+    const e = decodeError(
+      msg(
+        [
+          { name: 'A', datatype: 'INT32', shape: [1] },
+          { name: 'B', datatype: 'INT32', shape: [1] },
+        ],
+        {
+          raw_input_contents: [Buffer.alloc(4)],
+        },
+      ),
     );
+    expect(e.code).toBe('INVALID_ARG');
+    expect(e.message).toBe('raw_input_contents has 1 entries but the request has 2 inputs; give raw contents for every input or for none');
     const e2 = decodeError(msg([], { raw_input_contents: [Buffer.alloc(4)] }));
     expect(e2.message).toMatch(/raw_input_contents has 1 entries but the request has 0 inputs/);
   });
 
   it('rejects typed contents together with raw contents', () => {
-    const e = decodeError(msg([{ name: 'A', datatype: 'INT32', shape: [1], contents: { int_contents: [1] } }], { raw_input_contents: [Buffer.alloc(4)] }));
+    const e = decodeError(
+      msg([{ name: 'A', datatype: 'INT32', shape: [1], contents: { int_contents: [1] } }], { raw_input_contents: [Buffer.alloc(4)] }),
+    );
     expect(e.message).toBe("input 'A' has both typed contents and raw_input_contents");
   });
 
   it('empty typed contents next to raw contents are fine (proto3 defaults)', () => {
-    const req = decodeGrpcInfer(msg([{ name: 'A', datatype: 'INT32', shape: [1], contents: { int_contents: [], fp32_contents: [] } }], {
-      raw_input_contents: [rawOf('INT32', [5])],
-    }));
+    const req = decodeGrpcInfer(
+      msg([{ name: 'A', datatype: 'INT32', shape: [1], contents: { int_contents: [], fp32_contents: [] } }], {
+        raw_input_contents: [rawOf('INT32', [5])],
+      }),
+    );
     expect(asBuffer(req.inputs[0]!.data).equals(rawOf('INT32', [5]))).toBe(true);
   });
 });
@@ -94,11 +116,21 @@ describe('decodeGrpcInfer: typed InferTensorContents', () => {
     ['UINT8', 'uint_contents', [0, 7, 255], rawOf('UINT8', [0, 7, 255])],
     ['UINT16', 'uint_contents', [0, 65535], rawOf('UINT16', [0, 65535])],
     ['UINT32', 'uint_contents', [1, 4294967295], rawOf('UINT32', [1, 4294967295])],
-    ['UINT64', 'uint64_contents', ['18446744073709551615', '9007199254740993', 3], rawOf('UINT64', [18446744073709551615n, 9007199254740993n, 3n])],
+    [
+      'UINT64',
+      'uint64_contents',
+      ['18446744073709551615', '9007199254740993', 3],
+      rawOf('UINT64', [18446744073709551615n, 9007199254740993n, 3n]),
+    ],
     ['INT8', 'int_contents', [-128, 127], rawOf('INT8', [-128, 127])],
     ['INT16', 'int_contents', [-32768, 32767], rawOf('INT16', [-32768, 32767])],
     ['INT32', 'int_contents', [-2147483648, 2147483647], rawOf('INT32', [-2147483648, 2147483647])],
-    ['INT64', 'int64_contents', ['-9223372036854775808', '9223372036854775807', -5], rawOf('INT64', [-9223372036854775808n, 9223372036854775807n, -5n])],
+    [
+      'INT64',
+      'int64_contents',
+      ['-9223372036854775808', '9223372036854775807', -5],
+      rawOf('INT64', [-9223372036854775808n, 9223372036854775807n, -5n]),
+    ],
     ['FP32', 'fp32_contents', [1.5, -0.1], rawOf('FP32', [1.5, -0.1])],
     ['FP64', 'fp64_contents', [0.1 + 0.2, -1e300], rawOf('FP64', [0.1 + 0.2, -1e300])],
   ];
@@ -109,12 +141,23 @@ describe('decodeGrpcInfer: typed InferTensorContents', () => {
   });
 
   it('BYTES from bytes_contents', () => {
-    const req = decodeGrpcInfer(msg([{ name: 'S', datatype: 'BYTES', shape: [3], contents: { bytes_contents: [Buffer.from('ab'), Buffer.alloc(0), Buffer.from([0xff])] } }]));
+    const req = decodeGrpcInfer(
+      msg([
+        {
+          name: 'S',
+          datatype: 'BYTES',
+          shape: [3],
+          contents: { bytes_contents: [Buffer.from('ab'), Buffer.alloc(0), Buffer.from([0xff])] },
+        },
+      ]),
+    );
     expect(asBuffer(req.inputs[0]!.data).equals(Buffer.from([2, 0, 0, 0, 0x61, 0x62, 0, 0, 0, 0, 1, 0, 0, 0, 0xff]))).toBe(true);
   });
 
   it('reads only the field that belongs to the datatype', () => {
-    const req = decodeGrpcInfer(msg([{ name: 'A', datatype: 'INT32', shape: [2], contents: { int_contents: [1, 2], fp32_contents: [9] } }]));
+    const req = decodeGrpcInfer(
+      msg([{ name: 'A', datatype: 'INT32', shape: [2], contents: { int_contents: [1, 2], fp32_contents: [9] } }]),
+    );
     expect(asBuffer(req.inputs[0]!.data).equals(rawOf('INT32', [1, 2]))).toBe(true);
   });
 
@@ -137,7 +180,9 @@ describe('decodeGrpcInfer: typed InferTensorContents', () => {
 
   it('passes shared-memory inputs and outputs to the core with no data of their own', () => {
     const p: Params = { shared_memory_region: { parameter_choice: 'string_param', string_param: 'r' } };
-    const req = decodeGrpcInfer(msg([{ name: 'A', datatype: 'INT32', shape: [1], parameters: p }], { outputs: [{ name: 'O', parameters: p }] }));
+    const req = decodeGrpcInfer(
+      msg([{ name: 'A', datatype: 'INT32', shape: [1], parameters: p }], { outputs: [{ name: 'O', parameters: p }] }),
+    );
     expect(req.inputs[0]).toMatchObject({ name: 'A', parameters: { shared_memory_region: 'r' } });
     expect(req.inputs[0]!.data.byteLength).toBe(0);
     expect(req.outputs![0]!.parameters).toEqual({ shared_memory_region: 'r' });
@@ -146,27 +191,31 @@ describe('decodeGrpcInfer: typed InferTensorContents', () => {
 
 describe('decodeGrpcInfer: parameters and outputs', () => {
   it('maps every InferParameter kind, 64-bit beyond 2^53 as bigint', () => {
-    const req = decodeGrpcInfer(msg([], {
-      parameters: {
-        b: { parameter_choice: 'bool_param', bool_param: true },
-        i: { parameter_choice: 'int64_param', int64_param: '-42' },
-        s: { parameter_choice: 'string_param', string_param: 'hi' },
-        d: { parameter_choice: 'double_param', double_param: 0.25 },
-        u: { parameter_choice: 'uint64_param', uint64_param: '18446744073709551615' },
-        old: { int64_param: '7' }, // no oneof name: whichever field is set
-      },
-    }));
+    const req = decodeGrpcInfer(
+      msg([], {
+        parameters: {
+          b: { parameter_choice: 'bool_param', bool_param: true },
+          i: { parameter_choice: 'int64_param', int64_param: '-42' },
+          s: { parameter_choice: 'string_param', string_param: 'hi' },
+          d: { parameter_choice: 'double_param', double_param: 0.25 },
+          u: { parameter_choice: 'uint64_param', uint64_param: '18446744073709551615' },
+          old: { int64_param: '7' }, // no oneof name: whichever field is set
+        },
+      }),
+    );
     expect(req.parameters).toEqual({ b: true, i: -42, s: 'hi', d: 0.25, u: 18446744073709551615n, old: 7 });
   });
 
   it('reads requested outputs and the classification parameter', () => {
-    const req = decodeGrpcInfer(msg([], {
-      outputs: [
-        { name: 'O1' },
-        { name: 'O2', parameters: { classification: { parameter_choice: 'int64_param', int64_param: '5' } } },
-      ],
-    }));
-    expect(req.outputs!.map((o) => [o.name, o.parameters?.classification])).toEqual([['O1', undefined], ['O2', 5]]);
+    const req = decodeGrpcInfer(
+      msg([], {
+        outputs: [{ name: 'O1' }, { name: 'O2', parameters: { classification: { parameter_choice: 'int64_param', int64_param: '5' } } }],
+      }),
+    );
+    expect(req.outputs!.map((o) => [o.name, o.parameters?.classification])).toEqual([
+      ['O1', undefined],
+      ['O2', 5],
+    ]);
   });
 });
 

@@ -1,8 +1,8 @@
 // src/frontends/http/infer_codec.ts: KServe v2 REST bodies and Triton's binary tensor extension.
 import { describe, expect, it } from 'vitest';
+import { type DecodedInfer, decodeInferRequest, encodeInferResponse } from '../../src/frontends/http/infer_codec.js';
 import type { ServalError } from '../../src/kernel/errors.js';
 import type { InferResponse } from '../../src/kernel/types.js';
-import { decodeInferRequest, encodeInferResponse, type DecodedInfer } from '../../src/frontends/http/infer_codec.js';
 import { expectServalError } from '../helpers/errors.js';
 import { joinBinaryBody } from '../helpers/http.js';
 import { asBuffer, bytesRaw, i32, rawOf } from '../helpers/tensors.js';
@@ -24,7 +24,10 @@ describe('decodeInferRequest: JSON bodies', () => {
     expect(d.request.modelVersion).toBe('3');
     expect(d.request.id).toBe('r1');
     expect(d.request.parameters).toEqual({ priority: 2, flag: true, tag: 'x' });
-    expect(d.request.inputs.map((i) => [i.name, i.datatype, i.shape])).toEqual([['A', 'INT32', [1, 3]], ['S', 'BYTES', [2]]]);
+    expect(d.request.inputs.map((i) => [i.name, i.datatype, i.shape])).toEqual([
+      ['A', 'INT32', [1, 3]],
+      ['S', 'BYTES', [2]],
+    ]);
     expect(asBuffer(d.request.inputs[0]!.data).equals(i32([1, -2, 3]))).toBe(true);
     expect(asBuffer(d.request.inputs[1]!.data).equals(bytesRaw(['ab', '']))).toBe(true);
     expect(d.request.inputs[1]!.parameters).toEqual({ p: 'q' });
@@ -46,11 +49,16 @@ describe('decodeInferRequest: JSON bodies', () => {
     const d = decodeInferRequest(Buffer.from(JSON.stringify(doc)), undefined, 'm', '');
     expect(d.binaryDefault).toBe(true);
     expect([...d.binaryOutputs].sort()).toEqual(['O1', 'O3']);
-    expect(d.request.outputs!.map((o) => [o.name, o.parameters?.classification])).toEqual([['O1', undefined], ['O2', undefined], ['O3', 3]]);
+    expect(d.request.outputs!.map((o) => [o.name, o.parameters?.classification])).toEqual([
+      ['O1', undefined],
+      ['O2', undefined],
+      ['O3', 3],
+    ]);
   });
 
   it('keeps UINT64/INT64 JSON values beyond 2^53 exact', () => {
-    const text = '{"inputs":[{"name":"U","datatype":"UINT64","shape":[3],"data":[18446744073709551615,9007199254740993,1]},' +
+    const text =
+      '{"inputs":[{"name":"U","datatype":"UINT64","shape":[3],"data":[18446744073709551615,9007199254740993,1]},' +
       '{"name":"I","datatype":"INT64","shape":[1],"data":[-9223372036854775808]}]}';
     const d = decodeInferRequest(Buffer.from(text), undefined, 'm', '');
     const u = asBuffer(d.request.inputs[0]!.data);
@@ -66,7 +74,8 @@ describe('decodeInferRequest: JSON bodies', () => {
   });
 
   it('keeps BYTES strings as they are, next to long integers', () => {
-    const doc = '{"id":"\\u0000#7","inputs":[{"name":"S","datatype":"BYTES","shape":[2],"data":["\\u0000#1","12345678901234567"]},' +
+    const doc =
+      '{"id":"\\u0000#7","inputs":[{"name":"S","datatype":"BYTES","shape":[2],"data":["\\u0000#1","12345678901234567"]},' +
       '{"name":"U","datatype":"UINT64","shape":[1],"data":[12345678901234567890]}]}';
     const d = decodeInferRequest(Buffer.from(doc), undefined, 'm', '');
     expect(d.request.id).toBe('\u0000#7');
@@ -95,7 +104,8 @@ describe('decodeInferRequest: JSON bodies', () => {
   });
 
   it('passes shared-memory inputs and outputs to the core with no data of their own', () => {
-    const text = '{"inputs":[{"name":"A","datatype":"INT32","shape":[1],"parameters":{"shared_memory_region":"r"}}],"outputs":[{"name":"O","parameters":{"shared_memory_region":"r"}}]}';
+    const text =
+      '{"inputs":[{"name":"A","datatype":"INT32","shape":[1],"parameters":{"shared_memory_region":"r"}}],"outputs":[{"name":"O","parameters":{"shared_memory_region":"r"}}]}';
     const d = decodeInferRequest(Buffer.from(text), undefined, 'm', '');
     expect(d.request.inputs[0]).toMatchObject({ name: 'A', parameters: { shared_memory_region: 'r' } });
     expect(d.request.inputs[0]!.data.byteLength).toBe(0);
@@ -149,16 +159,20 @@ describe('decodeInferRequest: binary tensor extension', () => {
   });
 
   it('a zero-length binary input is allowed', () => {
-    const { body: buf, headerLength: len } = joinBinaryBody({ inputs: [{ name: 'A', datatype: 'INT32', shape: [0], parameters: { binary_data_size: 0 } }] });
+    const { body: buf, headerLength: len } = joinBinaryBody({
+      inputs: [{ name: 'A', datatype: 'INT32', shape: [0], parameters: { binary_data_size: 0 } }],
+    });
     expect(decodeInferRequest(buf, len, 'm', '').request.inputs[0]!.data.byteLength).toBe(0);
   });
 
   it('rejects binary_data_size past the end of the body', () => {
     const { body: buf, headerLength: len } = joinBinaryBody(
-      { inputs: [
-        { name: 'A', datatype: 'INT32', shape: [2], parameters: { binary_data_size: 8 } },
-        { name: 'B', datatype: 'INT32', shape: [4], parameters: { binary_data_size: 16 } },
-      ] },
+      {
+        inputs: [
+          { name: 'A', datatype: 'INT32', shape: [2], parameters: { binary_data_size: 8 } },
+          { name: 'B', datatype: 'INT32', shape: [4], parameters: { binary_data_size: 16 } },
+        ],
+      },
       [i32([1, 2]), i32([3, 4, 5])],
     );
     const e = decodeError(buf, len);
@@ -166,7 +180,10 @@ describe('decodeInferRequest: binary tensor extension', () => {
   });
 
   it('rejects trailing bytes that no input claims', () => {
-    const { body: buf, headerLength: len } = joinBinaryBody({ inputs: [{ name: 'A', datatype: 'INT32', shape: [1], parameters: { binary_data_size: 4 } }] }, [i32([1]), Buffer.alloc(3)]);
+    const { body: buf, headerLength: len } = joinBinaryBody(
+      { inputs: [{ name: 'A', datatype: 'INT32', shape: [1], parameters: { binary_data_size: 4 } }] },
+      [i32([1]), Buffer.alloc(3)],
+    );
     expect(decodeError(buf, len).message).toBe('the request body has 3 bytes of binary data that no input claims');
     // Binary bytes after a pure-JSON request are unclaimed too.
     const j = joinBinaryBody({ inputs: [{ name: 'A', datatype: 'INT32', shape: [1], data: [1] }] }, [Buffer.alloc(8)]);
@@ -190,9 +207,14 @@ describe('decodeInferRequest: binary tensor extension', () => {
     expect(decodeError(onlyJson, undefined).message).toBe(
       "input 'A' has 'binary_data_size' but the request has no Inference-Header-Content-Length header",
     );
-    const both = joinBinaryBody({ inputs: [{ name: 'A', datatype: 'INT32', shape: [1], data: [1], parameters: { binary_data_size: 4 } }] }, [i32([1])]);
+    const both = joinBinaryBody(
+      { inputs: [{ name: 'A', datatype: 'INT32', shape: [1], data: [1], parameters: { binary_data_size: 4 } }] },
+      [i32([1])],
+    );
     expect(decodeError(both.body, both.headerLength).message).toBe("input 'A': has both 'data' and 'binary_data_size'");
-    const frac = joinBinaryBody({ inputs: [{ name: 'A', datatype: 'INT32', shape: [1], parameters: { binary_data_size: 2.5 } }] }, [i32([1])]);
+    const frac = joinBinaryBody({ inputs: [{ name: 'A', datatype: 'INT32', shape: [1], parameters: { binary_data_size: 2.5 } }] }, [
+      i32([1]),
+    ]);
     expect(decodeError(frac.body, frac.headerLength).message).toBe("input 'A': 'binary_data_size' must be a non-negative integer");
   });
 
@@ -203,7 +225,8 @@ describe('decodeInferRequest: binary tensor extension', () => {
 });
 
 describe('encodeInferResponse', () => {
-  const decoded = (doc: Record<string, unknown>): DecodedInfer => decodeInferRequest(Buffer.from(JSON.stringify({ inputs: [], ...doc })), undefined, 'm', '');
+  const decoded = (doc: Record<string, unknown>): DecodedInfer =>
+    decodeInferRequest(Buffer.from(JSON.stringify({ inputs: [], ...doc })), undefined, 'm', '');
   const response = (id = ''): InferResponse => ({
     modelName: 'm',
     modelVersion: '2',
@@ -236,7 +259,12 @@ describe('encodeInferResponse', () => {
 
   it('FP16 goes only as binary data: JSON is refused with Triton’s messages in both directions', () => {
     const h = Uint8Array.of(0x00, 0x3c);
-    const res: InferResponse = { modelName: 'm', modelVersion: '1', id: '', outputs: [{ name: 'H', datatype: 'FP16', shape: [1], data: h }] };
+    const res: InferResponse = {
+      modelName: 'm',
+      modelVersion: '1',
+      id: '',
+      outputs: [{ name: 'H', datatype: 'FP16', shape: [1], data: h }],
+    };
     expect(() => encodeInferResponse(res, decoded({}))).toThrow(
       'sending FP16 data via JSON is not supported. Please use the binary data format for output',
     );
@@ -245,7 +273,9 @@ describe('encodeInferResponse', () => {
     const e = decodeError(Buffer.from('{"inputs":[{"name":"H","datatype":"FP16","shape":[1],"data":[1.0]}]}'), undefined);
     expect(e.code).toBe('INVALID_ARG');
     expect(e.message).toBe('receiving FP16 data via JSON is not supported. Please use the binary data format for input H');
-    const bin = joinBinaryBody({ inputs: [{ name: 'H', datatype: 'FP16', shape: [1], parameters: { binary_data_size: 2 } }] }, [Buffer.from(h)]);
+    const bin = joinBinaryBody({ inputs: [{ name: 'H', datatype: 'FP16', shape: [1], parameters: { binary_data_size: 2 } }] }, [
+      Buffer.from(h),
+    ]);
     expect(asBuffer(decodeInferRequest(bin.body, bin.headerLength, 'm', '').request.inputs[0]!.data).equals(Buffer.from(h))).toBe(true);
   });
 
@@ -298,7 +328,10 @@ describe('encodeInferResponse', () => {
     const u = Buffer.alloc(16);
     u.writeBigUInt64LE(2n ** 64n - 1n, 0);
     u.writeBigUInt64LE(5n, 8);
-    const enc = encodeInferResponse({ modelName: 'm', modelVersion: '1', id: '', outputs: [{ name: 'U', datatype: 'UINT64', shape: [2], data: u }] }, decoded({}));
+    const enc = encodeInferResponse(
+      { modelName: 'm', modelVersion: '1', id: '', outputs: [{ name: 'U', datatype: 'UINT64', shape: [2], data: u }] },
+      decoded({}),
+    );
     expect(Buffer.from(enc.chunks[0]!).toString()).toContain('"data":[18446744073709551615,5]');
   });
 });

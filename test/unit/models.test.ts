@@ -6,8 +6,8 @@
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
 import ort from 'onnxruntime-node';
+import { afterAll, describe, expect, it } from 'vitest';
 import { fromFloat16Bits, modelProtoType, Prng, toFloat16Bits } from '../../tools/onnx/builder.js';
 import { FOOD11_LABELS, generateModels, IDENTITY_TYPES, MODELS } from '../../tools/onnx/models.js';
 

@@ -15,7 +15,12 @@ const REPO = path.resolve(import.meta.dirname, '..', '..', 'model_repository');
 function fromSession(meta: readonly ort.InferenceSession.ValueMetadata[]): IoSignature[] {
   return meta.map((m) => {
     if (!m.isTensor) return { name: m.name, datatype: undefined, rawType: 'non-tensor', dims: undefined };
-    return { name: m.name, datatype: fromOrtType(m.type), rawType: m.type, dims: m.shape.map((d) => (typeof d === 'number' && d >= 0 ? d : -1)) };
+    return {
+      name: m.name,
+      datatype: fromOrtType(m.type),
+      rawType: m.type,
+      dims: m.shape.map((d) => (typeof d === 'number' && d >= 0 ? d : -1)),
+    };
   });
 }
 

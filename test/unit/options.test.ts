@@ -31,7 +31,16 @@ describe('flags', () => {
   });
 
   it('--flag value and --flag=value', () => {
-    const o = parseArgs(['--http-port', '9000', '--grpc-port=9001', '--metrics-port', '0', '--id=my-server', '--http-address', '127.0.0.1']);
+    const o = parseArgs([
+      '--http-port',
+      '9000',
+      '--grpc-port=9001',
+      '--metrics-port',
+      '0',
+      '--id=my-server',
+      '--http-address',
+      '127.0.0.1',
+    ]);
     expect(o).toMatchObject({ httpPort: 9000, grpcPort: 9001, metricsPort: 0, id: 'my-server', httpAddress: '127.0.0.1' });
   });
 
@@ -40,17 +49,33 @@ describe('flags', () => {
   });
 
   it('model repositories accumulate; --model-store is an alias', () => {
-    expect(parseArgs(['--model-repository', '/a', '--model-repository=/b', '--model-store', '/c']).modelRepositories).toEqual(['/a', '/b', '/c']);
+    expect(parseArgs(['--model-repository', '/a', '--model-repository=/b', '--model-store', '/c']).modelRepositories).toEqual([
+      '/a',
+      '/b',
+      '/c',
+    ]);
   });
 
   it('booleans: bare flag means true; true/false, 1/0, yes/no, on/off in either form', () => {
     expect(parseArgs(['--strict-readiness']).strictReadiness).toBe(true);
     expect(parseArgs(['--exit-on-error', '--http-port', '5']).exitOnError).toBe(true);
-    for (const [v, want] of [['false', false], ['0', false], ['no', false], ['off', false], ['true', true], ['1', true], ['YES', true], ['On', true]] as const) {
+    for (const [v, want] of [
+      ['false', false],
+      ['0', false],
+      ['no', false],
+      ['off', false],
+      ['true', true],
+      ['1', true],
+      ['YES', true],
+      ['On', true],
+    ] as const) {
       expect(parseArgs([`--allow-grpc=${v}`]).allowGrpc, v).toBe(want);
       expect(parseArgs(['--allow-metrics', v]).allowMetrics, v).toBe(want);
     }
-    expect(parseArgs(['--strict-readiness=false', '--exit-on-error', 'false'])).toMatchObject({ strictReadiness: false, exitOnError: false });
+    expect(parseArgs(['--strict-readiness=false', '--exit-on-error', 'false'])).toMatchObject({
+      strictReadiness: false,
+      exitOnError: false,
+    });
   });
 
   it('the last occurrence of a flag wins', () => {
@@ -137,7 +162,9 @@ http-max-input-size: 1048576
     const list = settings('- http-port\n- 5\n');
     expect(usageError(['--config-file', list])).toBe(`settings file '${list}' must be a mapping of option names to values`);
     const missing = path.join(dir, 'missing.yaml');
-    expect(usageError(['--config-file', missing])).toMatch(new RegExp(`^cannot read settings file '${missing.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}': `));
+    expect(usageError(['--config-file', missing])).toMatch(
+      new RegExp(`^cannot read settings file '${missing.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}': `),
+    );
     expect(usageError(['--config-file', settings('http-port: [1\n')])).toMatch(/^cannot read settings file/);
   });
 });

@@ -271,9 +271,7 @@ ensemble_scheduling {
   ]
 }`;
     expect(parse(text).ensemble_scheduling).toStrictEqual({
-      step: [
-        { model_name: 'pre', model_version: -1, input_map: { RAW: 'IMAGE' }, output_map: { OUT: 'preprocessed' } },
-      ],
+      step: [{ model_name: 'pre', model_version: -1, input_map: { RAW: 'IMAGE' }, output_map: { OUT: 'preprocessed' } }],
     });
   });
 });
@@ -436,15 +434,18 @@ b { s: 2 }`,
     const err2 = pbtxtError(() => parseTextProto('big: 18446744073709551616', type, 'x.pbtxt'));
     expect(err2.reason).toMatch(/out of range for field "big" \(uint64\)/);
     const err3 = pbtxtError(() => parseTextProto('a: "x"\nb {}', type));
-    expect(err3.message).toBe(
-      '<input>:2:1: field "b" is specified along with field "a", another member of oneof "choice"',
-    );
+    expect(err3.message).toBe('<input>:2:1: field "b" is specified along with field "a", another member of oneof "choice"');
   });
 });
 
 describe('parseTextProto: errors carry file, line, column and the problem', () => {
   it('reports unknown fields with the message type', () => {
-    const err = expectError('name: "m"\ninput [\n  {\n    name: "x"\n    foo: 1\n  }\n]\n', 5, 5, /^unknown field "foo" in inference\.ModelInput$/);
+    const err = expectError(
+      'name: "m"\ninput [\n  {\n    name: "x"\n    foo: 1\n  }\n]\n',
+      5,
+      5,
+      /^unknown field "foo" in inference\.ModelInput$/,
+    );
     expect(err.message).toBe('config.pbtxt:5:5: unknown field "foo" in inference.ModelInput');
     expectError('nmae: "m"', 1, 1, /^unknown field "nmae" in inference\.ModelConfig$/);
     expectError('parameters { key: "a" val: {} }', 1, 23, /unknown field "val" in inference\.ModelConfig\.ParametersEntry/);
@@ -461,7 +462,12 @@ describe('parseTextProto: errors carry file, line, column and the problem', () =
   });
 
   it('reports unknown enum names and numbers', () => {
-    expectError('input [ { data_type: TYPE_FLOAT32 } ]', 1, 22, /unknown enum value "TYPE_FLOAT32" for field "data_type" \(inference\.DataType\)/);
+    expectError(
+      'input [ { data_type: TYPE_FLOAT32 } ]',
+      1,
+      22,
+      /unknown enum value "TYPE_FLOAT32" for field "data_type" \(inference\.DataType\)/,
+    );
     expectError('instance_group { kind: 99 }', 1, 24, /unknown enum number 99 for field "kind" \(inference\.ModelInstanceGroup\.Kind\)/);
     expectError('input { data_type: "TYPE_FP32" }', 1, 20, /expected an enum value name or number/);
   });

@@ -1,6 +1,6 @@
 // src/backends/onnxruntime/placement.ts: instance_group expansion and thread counts.
 import { describe, expect, it } from 'vitest';
-import { placeInstances, threadCounts, type DeviceEnvironment } from '../../src/backends/onnxruntime/placement.js';
+import { type DeviceEnvironment, placeInstances, threadCounts } from '../../src/backends/onnxruntime/placement.js';
 import { expectServalError } from '../helpers/errors.js';
 
 const CPU_ONLY: DeviceEnvironment = { gpus: [], cudaProvider: false, cudaProviderPath: '/ort/libonnxruntime_providers_cuda.so', cpus: 8 };
@@ -24,7 +24,9 @@ describe('placeInstances', () => {
 
   it('count defaults to 1, group names default to <model>_<group index>', () => {
     expect(placeInstances('m', [{ kind: 'KIND_CPU' }, { kind: 'KIND_CPU', count: 2 }], CPU_ONLY).map((p) => p.name)).toEqual([
-      'm_0_0', 'm_1_0', 'm_1_1',
+      'm_0_0',
+      'm_1_0',
+      'm_1_1',
     ]);
   });
 
@@ -63,7 +65,11 @@ describe('placeInstances', () => {
       { name: 'm_0_1', kind: 'KIND_CPU', deviceId: -1 },
     ]);
     const gpu = placeInstances('m', [{ kind: 'KIND_AUTO' }], GPUS);
-    expect(gpu.map((p) => [p.kind, p.deviceId])).toEqual([['KIND_GPU', 0], ['KIND_GPU', 1], ['KIND_GPU', 2]]);
+    expect(gpu.map((p) => [p.kind, p.deviceId])).toEqual([
+      ['KIND_GPU', 0],
+      ['KIND_GPU', 1],
+      ['KIND_GPU', 2],
+    ]);
     expect(placeInstances('m', undefined, GPUS)).toHaveLength(3);
   });
 
@@ -89,9 +95,16 @@ describe('placeInstances', () => {
   });
 
   it('a count-0 group next to a real one is fine', () => {
-    expect(placeInstances('m', [{ kind: 'KIND_CPU', count: 0 }, { kind: 'KIND_CPU', count: 1 }], CPU_ONLY)).toEqual([
-      { name: 'm_1_0', kind: 'KIND_CPU', deviceId: -1 },
-    ]);
+    expect(
+      placeInstances(
+        'm',
+        [
+          { kind: 'KIND_CPU', count: 0 },
+          { kind: 'KIND_CPU', count: 1 },
+        ],
+        CPU_ONLY,
+      ),
+    ).toEqual([{ name: 'm_1_0', kind: 'KIND_CPU', deviceId: -1 }]);
   });
 });
 
@@ -105,7 +118,10 @@ describe('threadCounts', () => {
   });
 
   it('the model parameters override; 0 or empty means the default', () => {
-    const p = (intra: string, inter: string) => ({ intra_op_thread_count: { string_value: intra }, inter_op_thread_count: { string_value: inter } });
+    const p = (intra: string, inter: string) => ({
+      intra_op_thread_count: { string_value: intra },
+      inter_op_thread_count: { string_value: inter },
+    });
     expect(threadCounts(p('3', '2'), 4, 8)).toMatchObject({ intraOpThreads: 3, interOpThreads: 2 });
     expect(threadCounts(p('0', '0'), 4, 8)).toMatchObject({ intraOpThreads: 2, interOpThreads: 1 });
     expect(threadCounts(p('', ''), 1, 8)).toMatchObject({ intraOpThreads: 8, interOpThreads: 1 });

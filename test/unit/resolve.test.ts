@@ -1,7 +1,7 @@
 // src/config/resolve.ts: raw config + the model file's signature → the resolved config. Every
 // check of a config happens here, before any instance starts; the raw config is never changed.
 import { describe, expect, it } from 'vitest';
-import { resolveConfig, type BackendFacts } from '../../src/config/resolve.js';
+import { type BackendFacts, resolveConfig } from '../../src/config/resolve.js';
 import type { PlacedInstances } from '../../src/config/resolved.js';
 import type { ModelSignature } from '../../src/config/signature.js';
 import type { ModelConfig } from '../../src/config/types.js';
@@ -47,7 +47,13 @@ describe('resolveConfig', () => {
     const before = structuredClone(raw);
     const r = resolve(raw);
     expect(raw).toStrictEqual(before);
-    expect(r).toMatchObject({ name: 'm', platform: 'onnxruntime_onnx', backend: 'onnxruntime', maxBatchSize: 8, defaultModelFilename: 'model.onnx' });
+    expect(r).toMatchObject({
+      name: 'm',
+      platform: 'onnxruntime_onnx',
+      backend: 'onnxruntime',
+      maxBatchSize: 8,
+      defaultModelFilename: 'model.onnx',
+    });
     expect(r.inputs.map((t) => [t.name, t.index, t.datatype, t.dims, t.modelDims, t.reshaped, t.optional])).toEqual([
       ['INPUT0', 0, 'INT32', [16], [16], false, false],
       ['INPUT1', 1, 'INT32', [16], [16], false, false],
@@ -86,20 +92,61 @@ describe('resolveConfig', () => {
   });
 
   it.each<[string, (c: ModelConfig) => void, string, string?]>([
-    ['a config name that is not the folder', (c) => (c.name = 'other'), "model 'm': config name 'other' does not match the model folder name 'm'"],
+    [
+      'a config name that is not the folder',
+      (c) => (c.name = 'other'),
+      "model 'm': config name 'other' does not match the model folder name 'm'",
+    ],
     ['a negative max_batch_size', (c) => (c.max_batch_size = -1), "model 'm': max_batch_size must be a non-negative integer, got -1"],
     ['an input without a name', (c) => (c.input![0]!.name = ''), "model 'm': an input has no name"],
     ['a duplicate output', (c) => (c.output![1]!.name = 'OUTPUT0'), "model 'm': output 'OUTPUT0' is declared more than once"],
-    ['an unsupported data type', (c) => (c.input![0]!.data_type = 'TYPE_BF16'), "model 'm': input 'INPUT0' has unsupported data_type TYPE_BF16"],
-    ['a zero dimension', (c) => (c.input![1]!.dims = [0]), "model 'm': input 'INPUT1' has invalid dimension 0 in dims [0]; dimensions must be positive or -1"],
-    ['a reshape of another size', (c) => (c.input![0]!.reshape = { shape: [4, 5] }), "model 'm': input 'INPUT0' has a reshape [4,5] whose element count does not match its dims [16]"],
-    ['dynamic batching without batching', (c) => Object.assign(c, { max_batch_size: 0, dynamic_batching: {} }), "model 'm': dynamic batching requires max_batch_size > 0"],
-    ['a preferred size over max_batch_size', (c) => (c.dynamic_batching = { preferred_batch_size: [4, 16] }), "model 'm': preferred_batch_size 16 must be between 1 and max_batch_size 8"],
-    ['per-level policies without levels', (c) => (c.dynamic_batching = { priority_queue_policy: { '1': {} } }), "model 'm': priority_queue_policy requires priority_levels > 0"],
-    ['a default level out of range', (c) => (c.dynamic_batching = { priority_levels: 2, default_priority_level: 3 }), "model 'm': default_priority_level must be in the range [1, 2] when priority_levels is 2, got 3"],
-    ['a policy for a level that does not exist', (c) => (c.dynamic_batching = { priority_levels: 2, default_priority_level: 1, priority_queue_policy: { '5': {} } }), "model 'm': priority_queue_policy has level 5, outside [1, 2]"],
+    [
+      'an unsupported data type',
+      (c) => (c.input![0]!.data_type = 'TYPE_BF16'),
+      "model 'm': input 'INPUT0' has unsupported data_type TYPE_BF16",
+    ],
+    [
+      'a zero dimension',
+      (c) => (c.input![1]!.dims = [0]),
+      "model 'm': input 'INPUT1' has invalid dimension 0 in dims [0]; dimensions must be positive or -1",
+    ],
+    [
+      'a reshape of another size',
+      (c) => (c.input![0]!.reshape = { shape: [4, 5] }),
+      "model 'm': input 'INPUT0' has a reshape [4,5] whose element count does not match its dims [16]",
+    ],
+    [
+      'dynamic batching without batching',
+      (c) => Object.assign(c, { max_batch_size: 0, dynamic_batching: {} }),
+      "model 'm': dynamic batching requires max_batch_size > 0",
+    ],
+    [
+      'a preferred size over max_batch_size',
+      (c) => (c.dynamic_batching = { preferred_batch_size: [4, 16] }),
+      "model 'm': preferred_batch_size 16 must be between 1 and max_batch_size 8",
+    ],
+    [
+      'per-level policies without levels',
+      (c) => (c.dynamic_batching = { priority_queue_policy: { '1': {} } }),
+      "model 'm': priority_queue_policy requires priority_levels > 0",
+    ],
+    [
+      'a default level out of range',
+      (c) => (c.dynamic_batching = { priority_levels: 2, default_priority_level: 3 }),
+      "model 'm': default_priority_level must be in the range [1, 2] when priority_levels is 2, got 3",
+    ],
+    [
+      'a policy for a level that does not exist',
+      (c) => (c.dynamic_batching = { priority_levels: 2, default_priority_level: 1, priority_queue_policy: { '5': {} } }),
+      "model 'm': priority_queue_policy has level 5, outside [1, 2]",
+    ],
     ['sequence batching', (c) => (c.sequence_batching = {}), "model 'm': sequence_batching is not supported by Serval", 'UNSUPPORTED'],
-    ['ensemble scheduling', (c) => (c.ensemble_scheduling = {}), "model 'm': ensemble_scheduling is not supported by Serval", 'UNSUPPORTED'],
+    [
+      'ensemble scheduling',
+      (c) => (c.ensemble_scheduling = {}),
+      "model 'm': ensemble_scheduling is not supported by Serval",
+      'UNSUPPORTED',
+    ],
   ])('refuses %s', (_what, edit, message, code = 'INVALID_ARG') => {
     const good = simple();
     const cfg = simple();
@@ -121,33 +168,67 @@ describe('resolveConfig', () => {
       edit(s);
       return s;
     };
-    expect(resolveError(simple(), named((s) => (s.inputs[1]!.name = 'B'))).message).toBe(
-      "model 'm': unexpected input 'INPUT1' in the model configuration; the model file's inputs are ['INPUT0', 'B']",
-    );
-    expect(resolveError(simple(), named((s) => Object.assign(s.outputs[0]!, { datatype: 'FP32' }))).message).toBe(
-      "model 'm': output 'OUTPUT0' has data_type TYPE_INT32 in the configuration, but the model file's type is TYPE_FP32",
-    );
-    expect(resolveError(simple(), named((s) => Object.assign(s.outputs[0]!, { datatype: undefined, rawType: 'bfloat16' }))).message).toBe(
+    expect(
+      resolveError(
+        simple(),
+        named((s) => (s.inputs[1]!.name = 'B')),
+      ).message,
+    ).toBe("model 'm': unexpected input 'INPUT1' in the model configuration; the model file's inputs are ['INPUT0', 'B']");
+    expect(
+      resolveError(
+        simple(),
+        named((s) => Object.assign(s.outputs[0]!, { datatype: 'FP32' })),
+      ).message,
+    ).toBe("model 'm': output 'OUTPUT0' has data_type TYPE_INT32 in the configuration, but the model file's type is TYPE_FP32");
+    expect(
+      resolveError(
+        simple(),
+        named((s) => Object.assign(s.outputs[0]!, { datatype: undefined, rawType: 'bfloat16' })),
+      ).message,
+    ).toBe(
       "model 'm': output 'OUTPUT0' has data_type TYPE_INT32 in the configuration, but the model file's type is 'bfloat16' (unsupported)",
     );
-    expect(resolveError(simple(), named((s) => (s.inputs[0]!.dims = [-1, 8]))).message).toBe(
+    expect(
+      resolveError(
+        simple(),
+        named((s) => (s.inputs[0]!.dims = [-1, 8])),
+      ).message,
+    ).toBe(
       "model 'm': input 'INPUT0' has shape [-1,8] in the model file, but the configuration gives [-1,16] (a batch dimension first because max_batch_size > 0, then dims)",
     );
     // A fixed batch dimension smaller than max_batch_size cannot hold a full batch.
-    expect(resolveError(simple(), named((s) => (s.inputs[0]!.dims = [4, 16]))).message).toContain("input 'INPUT0' has shape [4,16] in the model file");
-    expect(resolveError(simple(), named((s) => s.inputs.push({ name: 'EXTRA', datatype: 'INT32', rawType: 'int32', dims: [-1] }))).message).toBe(
-      "model 'm': the model file has input(s) ['EXTRA'] that the configuration does not declare",
-    );
+    expect(
+      resolveError(
+        simple(),
+        named((s) => (s.inputs[0]!.dims = [4, 16])),
+      ).message,
+    ).toContain("input 'INPUT0' has shape [4,16] in the model file");
+    expect(
+      resolveError(
+        simple(),
+        named((s) => s.inputs.push({ name: 'EXTRA', datatype: 'INT32', rawType: 'int32', dims: [-1] })),
+      ).message,
+    ).toBe("model 'm': the model file has input(s) ['EXTRA'] that the configuration does not declare");
     // Unknown rank (no shape in the file): only names and types are checked.
-    expect(resolve(simple(), named((s) => (s.inputs[0]!.dims = undefined))).name).toBe('m');
+    expect(
+      resolve(
+        simple(),
+        named((s) => (s.inputs[0]!.dims = undefined)),
+      ).name,
+    ).toBe('m');
   });
 
   it('runs the backend placement on the completed config and lets its refusal through', () => {
     const refusing = backend(() => {
       throw ServalError.invalidArg("instance group 'g' of model 'm' has kind KIND_GPU, but this machine has no visible CUDA GPU");
     });
-    expect(() => resolveConfig(simple(), { folderName: 'm', backend: refusing, signature: signatureOf(simple()), labels: new Map([['labels.txt', []]]) })).toThrow(
-      'no visible CUDA GPU',
-    );
+    expect(() =>
+      resolveConfig(simple(), {
+        folderName: 'm',
+        backend: refusing,
+        signature: signatureOf(simple()),
+        labels: new Map([['labels.txt', []]]),
+      }),
+    ).toThrow('no visible CUDA GPU');
   });
 });

@@ -3,18 +3,18 @@
 // results, cancellation, failures and statistics.
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ExecOutput, ExecResult, Execution as InstanceExecution } from '../../src/backends/backend.js';
-import type { BatchingPolicy, InstancePlacement, QueuePolicy } from '../../src/config/resolved.js';
 import { UNBOUNDED } from '../../src/config/resolve.js';
+import type { BatchingPolicy, InstancePlacement, QueuePolicy } from '../../src/config/resolved.js';
+import type { ModelConfig } from '../../src/config/types.js';
 import { Cancellation } from '../../src/kernel/cancel.js';
 import { joinBytes } from '../../src/kernel/datatypes.js';
 import { ServalError } from '../../src/kernel/errors.js';
-import { assemble, scatter, Scheduler, type ScheduledOutput, type SchedulerRequest } from '../../src/scheduler/scheduler.js';
+import { assemble, type ScheduledOutput, Scheduler, type SchedulerRequest, scatter } from '../../src/scheduler/scheduler.js';
 import { ModelStats } from '../../src/stats/model_stats.js';
 import { expectServalErrorAsync } from '../helpers/errors.js';
-import { FakeInstanceBase, type Batch } from '../helpers/instances.js';
+import { type Batch, FakeInstanceBase } from '../helpers/instances.js';
 import { resolveForTest } from '../helpers/resolve.js';
 import { fromI32, i32, stringsOf } from '../helpers/tensors.js';
-import type { ModelConfig } from '../../src/config/types.js';
 
 // ---------------------------------------------------------------------------------------------
 // A fake instance of a model with input X (INT32 [batch, ...]) and outputs
@@ -34,7 +34,10 @@ class FakeInstance extends FakeInstanceBase {
   manual = false;
   fail: Error | undefined;
 
-  constructor(name: string, private readonly log: Execution[]) {
+  constructor(
+    name: string,
+    private readonly log: Execution[],
+  ) {
     super();
     this.placement = { name, kind: 'KIND_CPU', deviceId: -1 };
   }
@@ -72,7 +75,11 @@ class FakeInstance extends FakeInstanceBase {
 
 let nextValue = 1;
 /** A request with unique values: `batch` rows of `width` elements (batch 0 = no batching). */
-function req(batch: number, width = 2, opts: { outputs?: string[]; cancellation?: Cancellation; priority?: number; timeoutUs?: number } = {}): SchedulerRequest & { x: number[] } {
+function req(
+  batch: number,
+  width = 2,
+  opts: { outputs?: string[]; cancellation?: Cancellation; priority?: number; timeoutUs?: number } = {},
+): SchedulerRequest & { x: number[] } {
   const rows = Math.max(batch, 1);
   const x = Array.from({ length: rows * width }, () => nextValue++);
   return {
@@ -95,7 +102,19 @@ function setup(policy: Partial<BatchingPolicy>, instances = 1, manual = false) {
     return f;
   });
   const stats = new ModelStats();
-  const sched = new Scheduler(inst, { maxBatchSize: 8, dynamic: false, preferredBatchSizes: [], maxQueueDelayNs: 0, preserveOrdering: false, queue: { levels: 1, defaultLevel: 1, policies: [UNBOUNDED] }, ...policy }, stats);
+  const sched = new Scheduler(
+    inst,
+    {
+      maxBatchSize: 8,
+      dynamic: false,
+      preferredBatchSizes: [],
+      maxQueueDelayNs: 0,
+      preserveOrdering: false,
+      queue: { levels: 1, defaultLevel: 1, policies: [UNBOUNDED] },
+      ...policy,
+    },
+    stats,
+  );
   return { log, inst, stats, sched };
 }
 
@@ -114,7 +133,11 @@ function expectOwnResult(r: ReturnType<typeof req>, out: ScheduledOutput[], widt
 }
 
 /** expectOwnResult for every request, in order; `width(r)` is the row width of request r. */
-function expectOwnResults(rs: ReturnType<typeof req>[], outs: ScheduledOutput[][], width: (r: ReturnType<typeof req>) => number = () => 2): void {
+function expectOwnResults(
+  rs: ReturnType<typeof req>[],
+  outs: ScheduledOutput[][],
+  width: (r: ReturnType<typeof req>) => number = () => 2,
+): void {
   expect(outs).toHaveLength(rs.length);
   for (const [i, r] of rs.entries()) expectOwnResult(r, outs[i]!, width(r));
 }
@@ -283,7 +306,11 @@ describe('dynamic batching', () => {
     expectOwnResults(rs, outs, (r) => r.inputs[0]!.shape[1]!);
     // Every execution has one width only; same-width requests were merged.
     const widths = log.slice(1).map((e) => [e.dims[0], e.dims[1]]);
-    expect(widths).toEqual([[2, 3], [3, 5], [1, 7]]);
+    expect(widths).toEqual([
+      [2, 3],
+      [3, 5],
+      [1, 7],
+    ]);
     for (const e of log) expect(e.x.length).toBe(e.dims[0]! * e.dims[1]!);
   });
 
@@ -429,7 +456,10 @@ describe('statistics', () => {
     expect(stats.queue.count).toBe(5);
     expect(stats.computeInfer.count).toBe(5);
     expect(stats.computeInfer.ns).toBe(5 * 1000);
-    expect([...stats.batches.values()].map((b) => [b.batch_size, b.compute_infer.count]).sort((a, b) => a[0]! - b[0]!)).toEqual([[1, 1], [5, 2]]);
+    expect([...stats.batches.values()].map((b) => [b.batch_size, b.compute_infer.count]).sort((a, b) => a[0]! - b[0]!)).toEqual([
+      [1, 1],
+      [5, 2],
+    ]);
     const rows = [...stats.batches.values()].reduce((s, b) => s + b.batch_size * b.compute_infer.count, 0);
     expect(rows).toBe(stats.inferenceCount);
     expect(stats.pending).toBe(0);
@@ -476,12 +506,17 @@ describe('assemble and scatter', () => {
           { name: 'Y', datatype: 'INT32', dims: [3, 2], data: y },
           { name: 'S', datatype: 'BYTES', dims: [3, 2], data: s },
         ],
-        computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0,
+        computeInputNs: 0,
+        computeInferNs: 0,
+        computeOutputNs: 0,
       },
       [1, 2],
       true,
     );
-    expect(per[0]!.map((o) => o.shape)).toEqual([[1, 2], [1, 2]]);
+    expect(per[0]!.map((o) => o.shape)).toEqual([
+      [1, 2],
+      [1, 2],
+    ]);
     expect(fromI32(per[0]![0]!.data)).toEqual([1, 2]);
     expect(fromI32(per[1]![0]!.data)).toEqual([3, 4, 5, 6]);
     expect(stringsOf(per[0]![1]!.data)).toEqual(['a', 'bb']);
@@ -490,7 +525,16 @@ describe('assemble and scatter', () => {
 
   it('scatter refuses an output whose batch dimension does not match the batch', () => {
     expect(() =>
-      scatter({ outputs: [{ name: 'Y', datatype: 'INT32', dims: [2, 1], data: i32([1, 2]) }], computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0 }, [1, 2], true),
+      scatter(
+        {
+          outputs: [{ name: 'Y', datatype: 'INT32', dims: [2, 1], data: i32([1, 2]) }],
+          computeInputNs: 0,
+          computeInferNs: 0,
+          computeOutputNs: 0,
+        },
+        [1, 2],
+        true,
+      ),
     ).toThrow("output 'Y' has batch dimension 2 but the batch held 3 items");
   });
 });
@@ -564,7 +608,11 @@ describe('queue policy, priorities and ordering (dynamic batcher)', () => {
       {
         dynamic: true,
         maxBatchSize: 1,
-        queue: { levels: 1, defaultLevel: 1, policies: [policy({ defaultTimeoutUs: 100_000, allowTimeoutOverride: true, timeoutAction: 'DELAY' })] },
+        queue: {
+          levels: 1,
+          defaultLevel: 1,
+          policies: [policy({ defaultTimeoutUs: 100_000, allowTimeoutOverride: true, timeoutAction: 'DELAY' })],
+        },
       },
       1,
       true,
@@ -641,12 +689,16 @@ describe('the batching policy resolved from a model config', () => {
   });
 
   it('rejects a default level outside the configured levels', () => {
-    expect(() => batchingPolicy({ name: 'm', max_batch_size: 8, dynamic_batching: { priority_levels: 2, default_priority_level: 3 } })).toThrow(
-      /default_priority_level must be in the range \[1, 2\]/,
-    );
-    expect(() => batchingPolicy({ name: 'm', max_batch_size: 8, dynamic_batching: { priority_levels: 2, default_priority_level: 1, priority_queue_policy: { '5': {} } } })).toThrow(
-      /level 5/,
-    );
+    expect(() =>
+      batchingPolicy({ name: 'm', max_batch_size: 8, dynamic_batching: { priority_levels: 2, default_priority_level: 3 } }),
+    ).toThrow(/default_priority_level must be in the range \[1, 2\]/);
+    expect(() =>
+      batchingPolicy({
+        name: 'm',
+        max_batch_size: 8,
+        dynamic_batching: { priority_levels: 2, default_priority_level: 1, priority_queue_policy: { '5': {} } },
+      }),
+    ).toThrow(/level 5/);
   });
 });
 
@@ -658,7 +710,15 @@ class HoldingInstance extends FakeInstanceBase {
   readonly capacity = 2;
   readonly calls: number[][] = [];
   readonly ran: number[][] = [];
-  private readonly slots: { x: number[]; dims: number[]; started: boolean; startNs: bigint; withdrawn: boolean; resolve: (r: ExecResult) => void; reject: (e: Error) => void }[] = [];
+  private readonly slots: {
+    x: number[];
+    dims: number[];
+    started: boolean;
+    startNs: bigint;
+    withdrawn: boolean;
+    resolve: (r: ExecResult) => void;
+    reject: (e: Error) => void;
+  }[] = [];
 
   protected run(req: Batch): InstanceExecution {
     const slot = req.inputs[0]!;
@@ -683,7 +743,13 @@ class HoldingInstance extends FakeInstanceBase {
   finish(): void {
     const e = this.slots.shift()!;
     this.ran.push(e.x);
-    e.resolve({ outputs: [{ name: 'Y', datatype: 'INT32', dims: e.dims, data: i32(e.x.map((v) => 2 * v)) }], computeStartNs: e.startNs, computeInputNs: 1, computeInferNs: 2, computeOutputNs: 3 });
+    e.resolve({
+      outputs: [{ name: 'Y', datatype: 'INT32', dims: e.dims, data: i32(e.x.map((v) => 2 * v)) }],
+      computeStartNs: e.startNs,
+      computeInputNs: 1,
+      computeInferNs: 2,
+      computeOutputNs: 3,
+    });
     while (this.slots[0]?.withdrawn) this.slots.shift()!.reject(new ServalError('CANCELLED', 'withdrawn'));
     if (this.slots[0]) {
       this.slots[0].started = true;
@@ -695,7 +761,18 @@ class HoldingInstance extends FakeInstanceBase {
 function holdingSetup(dynamic: boolean) {
   const inst = new HoldingInstance();
   const stats = new ModelStats();
-  const sched = new Scheduler([inst], { maxBatchSize: 8, dynamic, preferredBatchSizes: [], maxQueueDelayNs: 0, preserveOrdering: false, queue: { levels: 1, defaultLevel: 1, policies: [UNBOUNDED] } }, stats);
+  const sched = new Scheduler(
+    [inst],
+    {
+      maxBatchSize: 8,
+      dynamic,
+      preferredBatchSizes: [],
+      maxQueueDelayNs: 0,
+      preserveOrdering: false,
+      queue: { levels: 1, defaultLevel: 1, policies: [UNBOUNDED] },
+    },
+    stats,
+  );
   return { inst, stats, sched };
 }
 

@@ -1,12 +1,12 @@
 // The backend seam: a backend that is not ONNX Runtime (test/helpers/test_backend.ts) plugs in
 // through the registry alone, and the core loads, checks, batches and answers through it.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BackendRegistry } from '../../src/backends/registry.js';
 import { onnxRuntimeBackend } from '../../src/backends/onnxruntime/backend.js';
+import { BackendRegistry } from '../../src/backends/registry.js';
 import { ServalError } from '../../src/kernel/errors.js';
+import { fromI32, i32, range } from '../helpers/tensors.js';
 import { executions, testBackend } from '../helpers/test_backend.js';
 import { SIMPLE_TEST_MODEL, startTestCore, type TestCore } from '../helpers/test_core.js';
-import { fromI32, i32, range } from '../helpers/tensors.js';
 
 describe('the backend registry', () => {
   const registry = new BackendRegistry([onnxRuntimeBackend, testBackend]);
@@ -36,7 +36,13 @@ describe('a core over the test backend', () => {
     t = await startTestCore([
       SIMPLE_TEST_MODEL,
       { name: 'no_config_io', config: 'backend: "serval_test"\nmax_batch_size: 4', model: SIMPLE_TEST_MODEL.model },
-      { name: 'bad_dims', config: SIMPLE_TEST_MODEL.config.replace('name: "simple"', 'name: "bad_dims"').replace('dims: [ 16 ] }, { name: "INPUT1"', 'dims: [ 8 ] }, { name: "INPUT1"'), model: SIMPLE_TEST_MODEL.model },
+      {
+        name: 'bad_dims',
+        config: SIMPLE_TEST_MODEL.config
+          .replace('name: "simple"', 'name: "bad_dims"')
+          .replace('dims: [ 16 ] }, { name: "INPUT1"', 'dims: [ 8 ] }, { name: "INPUT1"'),
+        model: SIMPLE_TEST_MODEL.model,
+      },
     ]);
   });
   afterAll(() => t?.close());
@@ -45,7 +51,10 @@ describe('a core over the test backend', () => {
     const a = range(16);
     const b = range(16, () => 3);
     const res = await t.core.infer({
-      modelName: 'simple', modelVersion: '', id: 'x', parameters: {},
+      modelName: 'simple',
+      modelVersion: '',
+      id: 'x',
+      parameters: {},
       inputs: [
         { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], data: i32(a) },
         { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], data: i32(b) },
@@ -58,7 +67,11 @@ describe('a core over the test backend', () => {
   });
 
   it('auto-completes through the backend and reports the resolved config in Triton JSON form', () => {
-    const c = t.core.modelConfig('no_config_io', '') as { backend: string; input: { name: string; dims: string[] }[]; instance_group: { name: string; kind: string; count: number }[] };
+    const c = t.core.modelConfig('no_config_io', '') as {
+      backend: string;
+      input: { name: string; dims: string[] }[];
+      instance_group: { name: string; kind: string; count: number }[];
+    };
     expect(c.backend).toBe('serval_test');
     expect(c.input.map((i) => i.name)).toEqual(['INPUT0', 'INPUT1']);
     expect(c.instance_group).toMatchObject([{ name: 'no_config_io_0', kind: 'KIND_CPU', count: 1 }]);
@@ -68,7 +81,9 @@ describe('a core over the test backend', () => {
     const rows = await t.core.repositoryIndex(false);
     const row = rows.find((r) => r.name === 'bad_dims');
     expect(row).toMatchObject({ state: 'UNAVAILABLE' });
-    expect(row!.reason).toContain("model 'bad_dims': input 'INPUT0' has shape [-1,16] in the model file, but the configuration gives [-1,8]");
+    expect(row!.reason).toContain(
+      "model 'bad_dims': input 'INPUT0' has shape [-1,16] in the model file, but the configuration gives [-1,8]",
+    );
     expect(executions.some(([inst]) => inst.startsWith('bad_dims'))).toBe(false);
   });
 });

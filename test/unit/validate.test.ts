@@ -13,7 +13,12 @@ const validate = (req: InferRequest, config: ModelConfig) => validateRequest(req
 
 const i32 = (n: number): Buffer => Buffer.alloc(n * 4);
 
-function input(name: string, shape: number[], data: Uint8Array = i32(shape.reduce((a, b) => a * b, 1)), datatype = 'INT32'): InferInputTensor {
+function input(
+  name: string,
+  shape: number[],
+  data: Uint8Array = i32(shape.reduce((a, b) => a * b, 1)),
+  datatype = 'INT32',
+): InferInputTensor {
   return { name, datatype, shape, data };
 }
 
@@ -33,7 +38,10 @@ describe('valid requests', () => {
     const [a, b] = good(3);
     const v = validate(request([b!, a!]), simpleConfig());
     expect(v.batchSize).toBe(3);
-    expect(v.inputs.map((i) => [i.name, i.datatype, i.shape])).toEqual([['INPUT0', 'INT32', [3, 16]], ['INPUT1', 'INT32', [3, 16]]]);
+    expect(v.inputs.map((i) => [i.name, i.datatype, i.shape])).toEqual([
+      ['INPUT0', 'INT32', [3, 16]],
+      ['INPUT1', 'INT32', [3, 16]],
+    ]);
     expect(v.inputs[0]!.data).toBe(a!.data);
     expect(v.outputs).toEqual(['OUTPUT0', 'OUTPUT1']);
   });
@@ -52,7 +60,8 @@ describe('valid requests', () => {
 
   it('variable dims (-1) accept any size', () => {
     const cfg: ModelConfig = {
-      name: 'id', max_batch_size: 8,
+      name: 'id',
+      max_batch_size: 8,
       input: [{ name: 'X', data_type: 'TYPE_FP32', dims: [-1, 3] }],
       output: [{ name: 'Y', data_type: 'TYPE_FP32', dims: [-1, 3] }],
     };
@@ -64,7 +73,8 @@ describe('valid requests', () => {
 
   it('reshape: the model gets the reshape shape, variable dims filled from the request', () => {
     const cfg: ModelConfig = {
-      name: 'r', max_batch_size: 4,
+      name: 'r',
+      max_batch_size: 4,
       input: [{ name: 'X', data_type: 'TYPE_INT32', dims: [-1, 6], reshape: { shape: [-1, 2, 3] } }],
       output: [{ name: 'Y', data_type: 'TYPE_INT32', dims: [1] }],
     };
@@ -74,7 +84,8 @@ describe('valid requests', () => {
 
   it('BYTES with the right element count', () => {
     const cfg: ModelConfig = {
-      name: 's', max_batch_size: 2,
+      name: 's',
+      max_batch_size: 2,
       input: [{ name: 'S', data_type: 'TYPE_STRING', dims: [3] }],
       output: [{ name: 'O', data_type: 'TYPE_STRING', dims: [3] }],
     };
@@ -169,7 +180,9 @@ describe("Triton's error texts", () => {
   });
 
   it('batch size 0 is rejected', () => {
-    expect(validationError(request([input('INPUT0', [0, 16]), input('INPUT1', [0, 16])]), simpleConfig())).toMatch(/batch-size must be >= 1/);
+    expect(validationError(request([input('INPUT0', [0, 16]), input('INPUT1', [0, 16])]), simpleConfig())).toMatch(
+      /batch-size must be >= 1/,
+    );
   });
 
   it('byte size mismatch', () => {
@@ -183,7 +196,8 @@ describe("Triton's error texts", () => {
 
   describe('BYTES element count', () => {
     const cfg: ModelConfig = {
-      name: 'simple_string', max_batch_size: 8,
+      name: 'simple_string',
+      max_batch_size: 8,
       input: [{ name: 'INPUT0', data_type: 'TYPE_STRING', dims: [16] }],
       output: [{ name: 'OUTPUT0', data_type: 'TYPE_STRING', dims: [16] }],
     };
@@ -209,7 +223,9 @@ describe("Triton's error texts", () => {
   });
 
   it('an input or output given twice', () => {
-    expect(validationError(request([...good(), good()[0]!]), simpleConfig())).toBe("[request id: <id_unknown>] input 'INPUT0' is given more than once");
+    expect(validationError(request([...good(), good()[0]!]), simpleConfig())).toBe(
+      "[request id: <id_unknown>] input 'INPUT0' is given more than once",
+    );
     expect(validationError(request(good(), { outputs: [{ name: 'OUTPUT0' }, { name: 'OUTPUT0' }] }), simpleConfig())).toBe(
       "[request id: <id_unknown>] output 'OUTPUT0' is requested more than once",
     );
@@ -217,7 +233,8 @@ describe("Triton's error texts", () => {
 
   it('negative or fractional dimensions', () => {
     const cfg: ModelConfig = {
-      name: 'id', max_batch_size: 0,
+      name: 'id',
+      max_batch_size: 0,
       input: [{ name: 'X', data_type: 'TYPE_INT32', dims: [-1] }],
       output: [{ name: 'Y', data_type: 'TYPE_INT32', dims: [-1] }],
     };
@@ -226,12 +243,23 @@ describe("Triton's error texts", () => {
 });
 
 describe('request parameters both protocols carry', () => {
-  const req = (outputs: InferRequest['outputs'], inputs: InferInputTensor[] = [], parameters: InferRequest['parameters'] = {}): InferRequest => ({
-    modelName: 'm', modelVersion: '', id: '', inputs, outputs, parameters,
+  const req = (
+    outputs: InferRequest['outputs'],
+    inputs: InferInputTensor[] = [],
+    parameters: InferRequest['parameters'] = {},
+  ): InferRequest => ({
+    modelName: 'm',
+    modelVersion: '',
+    id: '',
+    inputs,
+    outputs,
+    parameters,
   });
 
   it('reads the classification top-k per output; 0 or absent means the tensor itself', () => {
-    const counts = classCounts(req([{ name: 'A' }, { name: 'B', parameters: { classification: 3 } }, { name: 'C', parameters: { classification: 0 } }]));
+    const counts = classCounts(
+      req([{ name: 'A' }, { name: 'B', parameters: { classification: 3 } }, { name: 'C', parameters: { classification: 0 } }]),
+    );
     expect([...counts]).toEqual([['B', 3]]);
   });
 
@@ -245,7 +273,9 @@ describe('request parameters both protocols carry', () => {
 
   it('refuses shared-memory inputs and outputs as unsupported, naming the tensor', () => {
     const shm = { shared_memory_region: 'r' };
-    const a = expectServalError(() => classCounts(req([], [{ name: 'A', datatype: 'INT32', shape: [1], data: new Uint8Array(0), parameters: shm }])));
+    const a = expectServalError(() =>
+      classCounts(req([], [{ name: 'A', datatype: 'INT32', shape: [1], data: new Uint8Array(0), parameters: shm }])),
+    );
     expect([a.code, a.message]).toEqual(['UNSUPPORTED', "input 'A': shared memory inputs are not supported by this server"]);
     const b = expectServalError(() => classCounts(req([{ name: 'O', parameters: shm }])));
     expect([b.code, b.message]).toEqual(['UNSUPPORTED', "output 'O': shared memory outputs are not supported by this server"]);
@@ -254,6 +284,8 @@ describe('request parameters both protocols carry', () => {
   it('reads priority and timeout as non-negative integers', () => {
     expect(queueParameters(req([], [], { priority: 2, timeout: 100n }))).toEqual({ priority: 2, timeoutUs: 100 });
     expect(queueParameters(req([]))).toEqual({ priority: 0, timeoutUs: 0 });
-    expect(expectServalError(() => queueParameters(req([], [], { priority: -1 }))).message).toBe("request parameter 'priority' must be a non-negative integer, got \"-1\"");
+    expect(expectServalError(() => queueParameters(req([], [], { priority: -1 }))).message).toBe(
+      'request parameter \'priority\' must be a non-negative integer, got "-1"',
+    );
   });
 });

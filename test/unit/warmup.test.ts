@@ -6,8 +6,8 @@ import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ExecLayout, TensorSlot } from '../../src/backends/backend.js';
-import type { ResolvedModelConfig } from '../../src/config/resolved.js';
 import { parseModelConfigText } from '../../src/config/pbtxt.js';
+import type { ResolvedModelConfig } from '../../src/config/resolved.js';
 import { joinBytes, splitBytes } from '../../src/kernel/datatypes.js';
 import { warmupRequests as buildSamples } from '../../src/model/warmup.js';
 import { assemble } from '../../src/scheduler/scheduler.js';
@@ -363,12 +363,16 @@ describe('errors name the model, the sample and the input', () => {
   it('rejects a missing file, naming its path', async () => {
     const dir = await modelDir('nofile');
     const msg = await warmupError(f32(sample(zero('INPUT0') + zero('INPUT1', '[ 16 ]', 'TYPE_FP32', 'input_data_file: "nope.bin"'))), dir);
-    expect(msg).toBe(`${M}: input 'INPUT1': cannot read input_data_file 'nope.bin' (${path.join(dir, 'warmup', 'nope.bin')}): no such file`);
+    expect(msg).toBe(
+      `${M}: input 'INPUT1': cannot read input_data_file 'nope.bin' (${path.join(dir, 'warmup', 'nope.bin')}): no such file`,
+    );
   });
 
   it('rejects a file shorter than one sample', async () => {
     const dir = await modelDir('short', { 'short.bin': Buffer.alloc(60) });
-    expect(await warmupError(f32(sample(zero('INPUT0') + zero('INPUT1', '[ 16 ]', 'TYPE_FP32', 'input_data_file: "short.bin"'))), dir)).toBe(
+    expect(
+      await warmupError(f32(sample(zero('INPUT0') + zero('INPUT1', '[ 16 ]', 'TYPE_FP32', 'input_data_file: "short.bin"'))), dir),
+    ).toBe(
       `${M}: input 'INPUT1': input_data_file 'short.bin' has 60 bytes, but FP32 dims [16] need 64 bytes (one sample, without the batch dimension)`,
     );
   });
@@ -393,9 +397,9 @@ describe('errors name the model, the sample and the input', () => {
 
   it('rejects a file outside the warmup folder', async () => {
     const dir = await modelDir('escape');
-    expect(await warmupError(f32(sample(zero('INPUT0') + zero('INPUT1', '[ 16 ]', 'TYPE_FP32', 'input_data_file: "../config.pbtxt"'))), dir)).toBe(
-      `${M}: input 'INPUT1': input_data_file '../config.pbtxt' must name a file inside the model's 'warmup' folder`,
-    );
+    expect(
+      await warmupError(f32(sample(zero('INPUT0') + zero('INPUT1', '[ 16 ]', 'TYPE_FP32', 'input_data_file: "../config.pbtxt"'))), dir),
+    ).toBe(`${M}: input 'INPUT1': input_data_file '../config.pbtxt' must name a file inside the model's 'warmup' folder`);
   });
 
   it('rejects variable-size dims (Triton: all variable-size dimensions must be specified)', async () => {
@@ -415,7 +419,9 @@ describe('errors name the model, the sample and the input', () => {
       `${M}: inference input 'INPUT1' data-type is 'INT32', but model 'onnx_float32_float32_float32' expects 'FP32'`,
     );
     const msg = await warmupError(f32(sample(zero('INPUT0') + zero('INPUT1', '[ 8 ]'))), await modelDir('e'));
-    expect(msg).toContain(`${M}: unexpected shape for input 'INPUT1' for model 'onnx_float32_float32_float32'. Expected [-1,16], got [1,8].`);
+    expect(msg).toContain(
+      `${M}: unexpected shape for input 'INPUT1' for model 'onnx_float32_float32_float32'. Expected [-1,16], got [1,8].`,
+    );
     expect(await warmupError(f32(sample(zero('INPUT0') + zero('INPUT1', '[ 16 ]', 'TYPE_BF16'))), await modelDir('e'))).toBe(
       `${M}: input 'INPUT1': data_type TYPE_BF16 is not supported`,
     );
@@ -438,7 +444,9 @@ describe('errors name the model, the sample and the input', () => {
   });
 
   it('names an unnamed sample by its position', async () => {
-    const cfg = f32(`model_warmup [ ${REGULAR_SAMPLE.slice(REGULAR_SAMPLE.indexOf('{'), REGULAR_SAMPLE.lastIndexOf(']'))}, { batch_size: 1 ${zero('X')} } ]`);
+    const cfg = f32(
+      `model_warmup [ ${REGULAR_SAMPLE.slice(REGULAR_SAMPLE.indexOf('{'), REGULAR_SAMPLE.lastIndexOf(']'))}, { batch_size: 1 ${zero('X')} } ]`,
+    );
     expect(await warmupError(cfg, await modelDir('e'))).toBe(
       "model 'onnx_float32_float32_float32': warmup sample '#1': unknown input 'X'; the model's inputs are ['INPUT0', 'INPUT1']",
     );

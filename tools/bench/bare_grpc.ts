@@ -8,12 +8,13 @@
  *
  *   node dist/tools/bench/bare_grpc.js [--port 0]   # prints "Started GRPCInferenceService at 0.0.0.0:PORT"
  */
-import path from 'node:path';
+
 import { existsSync } from 'node:fs';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
-import { config, Counters, metadata, MODEL, parsePort, sumAndDiff, VERSION } from './simple_model.js';
+import { Counters, config, MODEL, metadata, parsePort, sumAndDiff, VERSION } from './simple_model.js';
 
 function protoDir(): string {
   let dir = path.dirname(fileURLToPath(import.meta.url));
@@ -55,7 +56,8 @@ const server = new grpc.Server({ 'grpc.max_receive_message_length': MAX, 'grpc.m
 
 type Cb = grpc.sendUnaryData<unknown>;
 type Call = grpc.ServerUnaryCall<unknown, unknown>;
-const fail = (cb: Cb, code: grpc.status, message: string) => cb({ code, details: message, message, name: 'Error', metadata: new grpc.Metadata() });
+const fail = (cb: Cb, code: grpc.status, message: string) =>
+  cb({ code, details: message, message, name: 'Error', metadata: new grpc.Metadata() });
 const checkName = (call: Call, cb: Cb): boolean => {
   const name = (call.request as { name?: string }).name ?? '';
   if (name !== MODEL && name !== '') {
@@ -124,7 +126,9 @@ console.log(`Started GRPCInferenceService at 0.0.0.0:${port}`);
 const stop = () => {
   console.log(`bare-grpc: ${counters.count} calls answered`);
   if (countCancelled) {
-    console.log(`bare-grpc: ${counters.count} calls answered; 'cancelled' events: ${cancelledAfterAnswer} after the answer, ${cancelledBefore} before it`);
+    console.log(
+      `bare-grpc: ${counters.count} calls answered; 'cancelled' events: ${cancelledAfterAnswer} after the answer, ${cancelledBefore} before it`,
+    );
   }
   server.tryShutdown(() => process.exit(0));
 };

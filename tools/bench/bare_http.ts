@@ -9,7 +9,7 @@
  *   node dist/tools/bench/bare_http.js [--port 0]   # prints "Started HTTPService at 0.0.0.0:PORT"
  */
 import Fastify from 'fastify';
-import { config, Counters, metadata, MODEL, parsePort, sumAndDiff, VERSION } from './simple_model.js';
+import { Counters, config, MODEL, metadata, parsePort, sumAndDiff, VERSION } from './simple_model.js';
 
 interface JsonTensor {
   name: string;
@@ -35,7 +35,9 @@ const json = (body: unknown) => JSON.stringify(body);
 app.get('/v2/health/live', (_req, reply) => reply.code(200).send());
 app.get('/v2/health/ready', (_req, reply) => reply.code(200).send());
 app.get('/v2', (_req, reply) =>
-  reply.header('content-type', 'application/json').send(json({ name: 'bare-http', version: '0', extensions: ['binary_tensor_data', 'statistics'] })),
+  reply
+    .header('content-type', 'application/json')
+    .send(json({ name: 'bare-http', version: '0', extensions: ['binary_tensor_data', 'statistics'] })),
 );
 app.get(`/v2/models/${MODEL}`, (_req, reply) => reply.header('content-type', 'application/json').send(json(metadata())));
 app.get(`/v2/models/${MODEL}/ready`, (_req, reply) => reply.code(200).send());
@@ -80,13 +82,20 @@ app.post(`/v2/models/${MODEL}/infer`, (req, reply) => {
   }
   const a = tensors.get('INPUT0');
   const b = tensors.get('INPUT1');
-  if (!a || !b) return reply.code(400).header('content-type', 'application/json').send(json({ error: 'INPUT0 and INPUT1 are required' }));
+  if (!a || !b)
+    return reply
+      .code(400)
+      .header('content-type', 'application/json')
+      .send(json({ error: 'INPUT0 and INPUT1 are required' }));
   const c0 = process.hrtime.bigint();
   let r: { sum: Buffer; diff: Buffer };
   try {
     r = sumAndDiff(a.data, b.data);
   } catch (e) {
-    return reply.code(400).header('content-type', 'application/json').send(json({ error: (e as Error).message }));
+    return reply
+      .code(400)
+      .header('content-type', 'application/json')
+      .send(json({ error: (e as Error).message }));
   }
   const c1 = process.hrtime.bigint();
 
@@ -96,7 +105,11 @@ app.post(`/v2/models/${MODEL}/infer`, (req, reply) => {
   const chunks: Buffer[] = [];
   for (const o of wanted) {
     const data = o.name === 'OUTPUT0' ? r.sum : o.name === 'OUTPUT1' ? r.diff : undefined;
-    if (!data) return reply.code(400).header('content-type', 'application/json').send(json({ error: `unknown output '${o.name}'` }));
+    if (!data)
+      return reply
+        .code(400)
+        .header('content-type', 'application/json')
+        .send(json({ error: `unknown output '${o.name}'` }));
     const binary = (o as { parameters?: { binary_data?: boolean } }).parameters?.binary_data ?? binaryDefault;
     if (binary) {
       outputs.push({ name: o.name, datatype: 'INT32', shape: a.shape, parameters: { binary_data_size: data.byteLength } });
@@ -116,7 +129,10 @@ app.post(`/v2/models/${MODEL}/infer`, (req, reply) => {
 
 app.setNotFoundHandler((req, reply) => {
   console.error(`bare-http: no route for ${req.method} ${req.url}`);
-  reply.code(404).header('content-type', 'application/json').send(json({ error: `no route for ${req.method} ${req.url}` }));
+  reply
+    .code(404)
+    .header('content-type', 'application/json')
+    .send(json({ error: `no route for ${req.method} ${req.url}` }));
 });
 
 const address = await app.listen({ host: '0.0.0.0', port: parsePort(process.argv.slice(2)) });

@@ -26,8 +26,7 @@ import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symli
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { summarizeProfile, formatSummary } from './cpuprofile.js';
-import { machineCpu, ticksPerSecond } from './procstat.js';
+import { formatSummary, summarizeProfile } from './cpuprofile.js';
 import {
   alive,
   exitDescription,
@@ -35,13 +34,14 @@ import {
   parseBenchOnnx,
   parsePerfAnalyzer,
   runMeasured,
+  type Server,
   sleep,
   startServer,
   stopServer,
   variantConfig,
-  type Server,
 } from './harness.js';
-import { computeTargets, renderMarkdown, writeDoc, renderConsole } from './report.js';
+import { machineCpu, ticksPerSecond } from './procstat.js';
+import { computeTargets, renderConsole, renderMarkdown, writeDoc } from './report.js';
 import type { Ceiling, CeilingRun, Point, ProfileRun, Protocol, Results } from './types.js';
 
 function projectRoot(): string {
@@ -194,10 +194,19 @@ function setupInfo(): [string, string][] {
     ['OS', `${os.type()} ${os.release()} (${os.arch()})`],
     ['Node.js', process.version],
     ['onnxruntime-node', pkgVersion('onnxruntime-node')],
-    ['fastify / @grpc/grpc-js / @grpc/proto-loader', `${pkgVersion('fastify')} / ${pkgVersion('@grpc/grpc-js')} / ${pkgVersion('@grpc/proto-loader')}`],
+    [
+      'fastify / @grpc/grpc-js / @grpc/proto-loader',
+      `${pkgVersion('fastify')} / ${pkgVersion('@grpc/grpc-js')} / ${pkgVersion('@grpc/proto-loader')}`,
+    ],
     ['perf_analyzer', paVersion()],
     ['Serval commit', `${sh('git', ['rev-parse', '--short', 'HEAD'])}${dirty ? ` + ${dirty} uncommitted changes in the work tree` : ''}`],
-    ['Load average at start', os.loadavg().map((x) => x.toFixed(2)).join(' ')],
+    [
+      'Load average at start',
+      os
+        .loadavg()
+        .map((x) => x.toFixed(2))
+        .join(' '),
+    ],
   ];
 }
 
@@ -239,7 +248,9 @@ class Managed {
   async start(): Promise<this> {
     const logFile = `${this.logBase}${this.restarts ? `.restart${this.restarts}` : ''}.log`;
     this.server = await startServer(this.name, this.args, logFile, this.want, ROOT);
-    log(`  ${this.label} pid ${this.server.pid}: ${this.server.grpc ? `grpc ${this.server.grpc} ` : ''}${this.server.http ? `http ${this.server.http}` : ''}`);
+    log(
+      `  ${this.label} pid ${this.server.pid}: ${this.server.grpc ? `grpc ${this.server.grpc} ` : ''}${this.server.http ? `http ${this.server.http}` : ''}`,
+    );
     return this;
   }
 
@@ -294,13 +305,40 @@ class Bench {
     };
     const p = this.plan;
     this.results.settings = [
-      ['perf_analyzer', `sync mode, -b 1, --concurrency-range C:C per point (one process per point), time windows -p ${Object.entries(p.windowMs).map(([m, v]) => `${v} (${m})`).join(', ')} ms, -s ${p.stability}${Object.entries(p.stabilityFor).map(([m, v]) => ` (${m}: ${v})`).join('')} -r ${p.trials}; on "Failed to obtain stable measurement" one retry with -s ${p.retryStability}`],
-      ['Noise guard', `a measurement during which other processes used > ${NOISY_CORES} cores (from /proc/stat) is repeated once after waiting for a quiet machine; at most ${p.noiseBudgetS} s of waiting per run`],
-      ['Concurrency (models)', p.concurrencies.join(', ') + (p.intraOne.length ? `; (c) with intra_op_thread_count 1 and (c) with ORT spinning on for ${p.intraOne.join(', ')} at ${Math.max(...p.concurrencies)} only` : '')],
-      ['Serval variants', `per model one repository with \`<model>__nodb\` (b), \`<model>__db\` (c), \`<model>__db_x2\` (d)${p.intraOne.length ? ', `<model>__db_t1` (c, 1 intra-op thread), `<model>__db_spin` (c, ORT intra-op spinning on)' : ''}: the model folder copied, config.pbtxt renamed and its \`dynamic_batching\` / \`instance_group\` rewritten; Serval's defaults: intra-op threads = cores / CPU instances (2 for one instance, 1 each for two), ORT intra-op spinning off`],
+      [
+        'perf_analyzer',
+        `sync mode, -b 1, --concurrency-range C:C per point (one process per point), time windows -p ${Object.entries(p.windowMs)
+          .map(([m, v]) => `${v} (${m})`)
+          .join(', ')} ms, -s ${p.stability}${Object.entries(p.stabilityFor)
+          .map(([m, v]) => ` (${m}: ${v})`)
+          .join('')} -r ${p.trials}; on "Failed to obtain stable measurement" one retry with -s ${p.retryStability}`,
+      ],
+      [
+        'Noise guard',
+        `a measurement during which other processes used > ${NOISY_CORES} cores (from /proc/stat) is repeated once after waiting for a quiet machine; at most ${p.noiseBudgetS} s of waiting per run`,
+      ],
+      [
+        'Concurrency (models)',
+        p.concurrencies.join(', ') +
+          (p.intraOne.length
+            ? `; (c) with intra_op_thread_count 1 and (c) with ORT spinning on for ${p.intraOne.join(', ')} at ${Math.max(...p.concurrencies)} only`
+            : ''),
+      ],
+      [
+        'Serval variants',
+        `per model one repository with \`<model>__nodb\` (b), \`<model>__db\` (c), \`<model>__db_x2\` (d)${p.intraOne.length ? ', `<model>__db_t1` (c, 1 intra-op thread), `<model>__db_spin` (c, ORT intra-op spinning on)' : ''}: the model folder copied, config.pbtxt renamed and its \`dynamic_batching\` / \`instance_group\` rewritten; Serval's defaults: intra-op threads = cores / CPU instances (2 for one instance, 1 each for two), ORT intra-op spinning off`,
+      ],
       ['Protocols (models)', p.protocols.join(', ')],
-      ['simple', `concurrency ${p.simpleConc} (×${p.simpleRepeats}, interleaved Serval / bare) and 1; --input-data tools/perf/simple_input.json (perf_analyzer validates every output)`],
-      ['Ceiling sweep', Object.entries(p.ceilingBatches).map(([m, b]) => `${m}: batch ${b.join(',')} × threads 1,2, ${p.ceilingSeconds[m]} s each`).join('; ') + (p.ceilingAfter ? '; best and batch-1 configurations re-measured after the model\'s server runs' : '')],
+      [
+        'simple',
+        `concurrency ${p.simpleConc} (×${p.simpleRepeats}, interleaved Serval / bare) and 1; --input-data tools/perf/simple_input.json (perf_analyzer validates every output)`,
+      ],
+      [
+        'Ceiling sweep',
+        Object.entries(p.ceilingBatches)
+          .map(([m, b]) => `${m}: batch ${b.join(',')} × threads 1,2, ${p.ceilingSeconds[m]} s each`)
+          .join('; ') + (p.ceilingAfter ? "; best and batch-1 configurations re-measured after the model's server runs" : ''),
+      ],
     ];
   }
 
@@ -324,12 +362,17 @@ class Bench {
       if (busy < NOISY_CORES) break;
       if (this.noiseSpentS >= this.plan.noiseBudgetS) break;
     }
-    log(`    machine quiet after ${((Date.now() - t0) / 1000).toFixed(0)} s (noise budget used: ${this.noiseSpentS.toFixed(0)}/${this.plan.noiseBudgetS} s)`);
+    log(
+      `    machine quiet after ${((Date.now() - t0) / 1000).toFixed(0)} s (noise budget used: ${this.noiseSpentS.toFixed(0)}/${this.plan.noiseBudgetS} s)`,
+    );
     return true;
   }
 
   private cmd(c: string[]): string {
-    const s = c.map((x) => (x.startsWith(ROOT) ? rel(x) : x)).map((x) => (/[\s"']/.test(x) ? JSON.stringify(x) : x)).join(' ');
+    const s = c
+      .map((x) => (x.startsWith(ROOT) ? rel(x) : x))
+      .map((x) => (/[\s"']/.test(x) ? JSON.stringify(x) : x))
+      .join(' ');
     this.results.commands.push(s);
     return s;
   }
@@ -343,8 +386,17 @@ class Bench {
     let n = 0;
     for (const threads of [1, 2]) {
       const c = [
-        process.execPath, BENCH_ONNX, onnx, '--batch', batches.join(','), '--threads', String(threads),
-        '--seconds', String(this.plan.ceilingSeconds[model]), '--warmup', String(this.plan.ceilingWarmup[model]),
+        process.execPath,
+        BENCH_ONNX,
+        onnx,
+        '--batch',
+        batches.join(','),
+        '--threads',
+        String(threads),
+        '--seconds',
+        String(this.plan.ceilingSeconds[model]),
+        '--warmup',
+        String(this.plan.ceilingWarmup[model]),
       ];
       log(`(a) ${model}: ${this.cmd(c)}`);
       let r = await runMeasured(c, path.join(this.work, 'logs', `ceiling_${model}.log`), 600);
@@ -362,9 +414,16 @@ class Bench {
     const batch1 = runs.filter((r) => r.batch === 1).reduce((a, b) => (b.itemsPerS > a.itemsPerS ? b : a));
     for (const r of runs) log(`    threads ${r.threads} batch ${String(r.batch).padStart(2)}: ${r.itemsPerS.toFixed(1)} items/s`);
     return {
-      model, onnx: rel(onnx), maxBatch, runs, best, batch1,
-      bestValue: best.itemsPerS, batch1Value: batch1.itemsPerS,
-      otherCores: other / n, stealCores: steal / n,
+      model,
+      onnx: rel(onnx),
+      maxBatch,
+      runs,
+      best,
+      batch1,
+      bestValue: best.itemsPerS,
+      batch1Value: batch1.itemsPerS,
+      otherCores: other / n,
+      stealCores: steal / n,
     };
   }
 
@@ -372,8 +431,17 @@ class Bench {
     const model = c.model;
     const run = async (batch: number, threads: number): Promise<number | undefined> => {
       const cmd = [
-        process.execPath, BENCH_ONNX, onnx, '--batch', String(batch), '--threads', String(threads),
-        '--seconds', String(this.plan.ceilingSeconds[model]), '--warmup', String(this.plan.ceilingWarmup[model]),
+        process.execPath,
+        BENCH_ONNX,
+        onnx,
+        '--batch',
+        String(batch),
+        '--threads',
+        String(threads),
+        '--seconds',
+        String(this.plan.ceilingSeconds[model]),
+        '--warmup',
+        String(this.plan.ceilingWarmup[model]),
       ];
       log(`(a) ${model} re-check: ${this.cmd(cmd)}`);
       let r = await runMeasured(cmd, path.join(this.work, 'logs', `ceiling_${model}.log`), 600);
@@ -381,7 +449,8 @@ class Bench {
         this.cmd(cmd);
         r = await runMeasured(cmd, path.join(this.work, 'logs', `ceiling_${model}.log`), 600);
       }
-      if (r.use.otherCores > NOISY_CORES) this.results.errors.push(`ceiling re-check ${model}: other processes used ${r.use.otherCores.toFixed(2)} cores`);
+      if (r.use.otherCores > NOISY_CORES)
+        this.results.errors.push(`ceiling re-check ${model}: other processes used ${r.use.otherCores.toFixed(2)} cores`);
       return parseBenchOnnx(r.stdout)[0]?.itemsPerS;
     };
     c.afterBest = await run(c.best.batch, c.best.threads);
@@ -389,7 +458,9 @@ class Bench {
     // Noise only ever slows a tight loop down, so the higher of the two is the better estimate.
     if (c.afterBest !== undefined) c.bestValue = Math.max(c.best.itemsPerS, c.afterBest);
     if (c.afterBatch1 !== undefined) c.batch1Value = Math.max(c.batch1.itemsPerS, c.afterBatch1);
-    log(`    re-check: best ${c.afterBest?.toFixed(1)} (sweep ${c.best.itemsPerS.toFixed(1)}), batch 1 ${c.afterBatch1?.toFixed(1)} (sweep ${c.batch1.itemsPerS.toFixed(1)})`);
+    log(
+      `    re-check: best ${c.afterBest?.toFixed(1)} (sweep ${c.best.itemsPerS.toFixed(1)}), batch 1 ${c.afterBatch1?.toFixed(1)} (sweep ${c.batch1.itemsPerS.toFixed(1)})`,
+    );
   }
 
   // -------------------------------------------------------------- perf_analyzer points
@@ -408,8 +479,26 @@ class Bench {
       const server = managed.server;
       const url = p.proto === 'grpc' ? server.grpc! : server.http!;
       const c = [
-        PA, '-m', p.modelName, '-u', url, '-i', p.proto, '-b', '1', '--concurrency-range', `${p.conc}:${p.conc}`,
-        '-p', String(windowMs), '-s', String(stability), '-r', String(trials), '-f', csv, ...(p.extra ?? []),
+        PA,
+        '-m',
+        p.modelName,
+        '-u',
+        url,
+        '-i',
+        p.proto,
+        '-b',
+        '1',
+        '--concurrency-range',
+        `${p.conc}:${p.conc}`,
+        '-p',
+        String(windowMs),
+        '-s',
+        String(stability),
+        '-r',
+        String(trials),
+        '-f',
+        csv,
+        ...(p.extra ?? []),
       ];
       const command = this.cmd(c);
       const timeout = Math.ceil((windowMs / 1000) * (trials + 3) * 2 + 30);
@@ -462,16 +551,30 @@ class Bench {
     for (const n of notes) this.results.errors.push(`${id}: ${n}`);
     const res = r.code === 0 || reportDone ? parsePerfAnalyzer(r.stdout) : undefined;
     const point: Point = {
-      phase: p.phase, model: p.model, variant: p.variant, modelName: p.modelName, server: managed.name,
-      proto: p.proto, conc: p.conc, repeat: p.repeat, ok: !!res, stability, res, use: r.use, monoUs: [firstStartUs, r.monoUs[1]], command,
-      log: rel(logFile), seconds: (Date.now() - t0) / 1000,
+      phase: p.phase,
+      model: p.model,
+      variant: p.variant,
+      modelName: p.modelName,
+      server: managed.name,
+      proto: p.proto,
+      conc: p.conc,
+      repeat: p.repeat,
+      ok: !!res,
+      stability,
+      res,
+      use: r.use,
+      monoUs: [firstStartUs, r.monoUs[1]],
+      command,
+      log: rel(logFile),
+      seconds: (Date.now() - t0) / 1000,
     };
     if (!res) {
       point.error = r.timedOut ? `timed out` : `exit ${r.code}: ${r.stdout.trim().split('\n').slice(-3).join(' | ')}`;
       this.results.errors.push(`${id}: ${point.error}`);
       log(`    FAILED ${id}: ${point.error}`);
     } else {
-      const srv = res.serverRequestUs !== undefined ? `, server ${res.serverRequestUs} us (queue ${res.queueUs}, infer ${res.computeInferUs})` : '';
+      const srv =
+        res.serverRequestUs !== undefined ? `, server ${res.serverRequestUs} us (queue ${res.queueUs}, infer ${res.computeInferUs})` : '';
       const batch = res.inferenceCount && res.executionCount ? `, avg batch ${(res.inferenceCount / res.executionCount).toFixed(1)}` : '';
       log(
         `    ${p.modelName.padEnd(24)} ${managed.name.padEnd(9)} ${p.proto.padEnd(4)} c=${String(p.conc).padEnd(2)} ${res.throughput.toFixed(1).padStart(8)} infer/s, p50 ${(res.p50Us / 1000).toFixed(2)} ms${batch}${srv}; cores: main ${r.use.mainCores.toFixed(2)}, server ${r.use.serverCores.toFixed(2)}, perf_analyzer ${r.use.loadGenCores.toFixed(2)}, other ${r.use.otherCores.toFixed(2)}`,
@@ -488,7 +591,13 @@ class Bench {
   startServal(name: string, repo: string, extraNode: string[] = []): Promise<Managed> {
     const args = this.servalArgs(repo, extraNode);
     this.cmd([process.execPath, ...args]);
-    return new Managed('serval', `Serval (${name})`, args, { http: true, grpc: true }, path.join(this.work, 'logs', `server_${name}`)).start();
+    return new Managed(
+      'serval',
+      `Serval (${name})`,
+      args,
+      { http: true, grpc: true },
+      path.join(this.work, 'logs', `server_${name}`),
+    ).start();
   }
 
   // -------------------------------------------------------------- (b) (c) (d)
@@ -531,7 +640,16 @@ class Bench {
         for (const proto of this.plan.protocols) {
           for (const v of this.variants(model)) {
             if ((v.key === 'c1' || v.key === 'cs') && conc !== Math.max(...this.plan.concurrencies)) continue;
-            await this.pa(server, { phase: 'model', model, variant: v.key, modelName: v.name, proto, conc, repeat: 0, windowMs: this.plan.windowMs[model]! });
+            await this.pa(server, {
+              phase: 'model',
+              model,
+              variant: v.key,
+              modelName: v.name,
+              proto,
+              conc,
+              repeat: 0,
+              windowMs: this.plan.windowMs[model]!,
+            });
           }
         }
       }
@@ -556,22 +674,74 @@ class Bench {
     const bareArgs = (f: string) => [f, '--port', '0'];
     this.cmd([process.execPath, ...bareArgs(BARE_HTTP)]);
     this.cmd([process.execPath, ...bareArgs(BARE_GRPC)]);
-    const bareHttp = await new Managed('bare-http', 'bare fastify server', bareArgs(BARE_HTTP), { http: true, grpc: false }, path.join(this.work, 'logs', 'server_bare-http')).start();
-    const bareGrpc = await new Managed('bare-grpc', 'bare grpc-js server', bareArgs(BARE_GRPC), { http: false, grpc: true }, path.join(this.work, 'logs', 'server_bare-grpc')).start();
+    const bareHttp = await new Managed(
+      'bare-http',
+      'bare fastify server',
+      bareArgs(BARE_HTTP),
+      { http: true, grpc: false },
+      path.join(this.work, 'logs', 'server_bare-http'),
+    ).start();
+    const bareGrpc = await new Managed(
+      'bare-grpc',
+      'bare grpc-js server',
+      bareArgs(BARE_GRPC),
+      { http: false, grpc: true },
+      path.join(this.work, 'logs', 'server_bare-grpc'),
+    ).start();
     const windowMs = this.plan.windowMs.simple!;
     const extra = ['--input-data', SIMPLE_INPUT];
     try {
       for (let rep = 0; rep < this.plan.simpleRepeats; rep++) {
         for (const proto of ['grpc', 'http'] as const) {
           const bare = proto === 'grpc' ? bareGrpc : bareHttp;
-          await this.pa(serval, { phase: 'simple', model: 'simple', variant: 's', modelName: 'simple', proto, conc: this.plan.simpleConc, repeat: rep, windowMs, extra });
-          await this.pa(bare, { phase: 'simple', model: 'simple', variant: 'e', modelName: 'simple', proto, conc: this.plan.simpleConc, repeat: rep, windowMs, extra });
+          await this.pa(serval, {
+            phase: 'simple',
+            model: 'simple',
+            variant: 's',
+            modelName: 'simple',
+            proto,
+            conc: this.plan.simpleConc,
+            repeat: rep,
+            windowMs,
+            extra,
+          });
+          await this.pa(bare, {
+            phase: 'simple',
+            model: 'simple',
+            variant: 'e',
+            modelName: 'simple',
+            proto,
+            conc: this.plan.simpleConc,
+            repeat: rep,
+            windowMs,
+            extra,
+          });
         }
       }
       for (const proto of ['grpc', 'http'] as const) {
         const bare = proto === 'grpc' ? bareGrpc : bareHttp;
-        await this.pa(serval, { phase: 'simple', model: 'simple', variant: 's', modelName: 'simple', proto, conc: 1, repeat: 0, windowMs, extra });
-        await this.pa(bare, { phase: 'simple', model: 'simple', variant: 'e', modelName: 'simple', proto, conc: 1, repeat: 0, windowMs, extra });
+        await this.pa(serval, {
+          phase: 'simple',
+          model: 'simple',
+          variant: 's',
+          modelName: 'simple',
+          proto,
+          conc: 1,
+          repeat: 0,
+          windowMs,
+          extra,
+        });
+        await this.pa(bare, {
+          phase: 'simple',
+          model: 'simple',
+          variant: 'e',
+          modelName: 'simple',
+          proto,
+          conc: 1,
+          repeat: 0,
+          windowMs,
+          extra,
+        });
       }
     } finally {
       await Promise.all([serval.stop(), bareHttp.stop(), bareGrpc.stop()]);
@@ -581,13 +751,40 @@ class Bench {
   // -------------------------------------------------------------- profiles
   async profilePhase(rankerDir: string | undefined): Promise<void> {
     log('== CPU profiles of the servers under load (node --cpu-prof; not used for any number above)');
-    type Sc = { name: string; server: Point['server']; repo: string; model: string; modelName: string; proto: Protocol; conc: number; extra: string[] };
+    type Sc = {
+      name: string;
+      server: Point['server'];
+      repo: string;
+      model: string;
+      modelName: string;
+      proto: Protocol;
+      conc: number;
+      extra: string[];
+    };
     const simple = this.simpleRepo();
     const input = ['--input-data', SIMPLE_INPUT];
     const scenarios: Sc[] = [
-      { name: 'simple-grpc-c16', server: 'serval', repo: simple, model: 'simple', modelName: 'simple', proto: 'grpc', conc: 16, extra: input },
+      {
+        name: 'simple-grpc-c16',
+        server: 'serval',
+        repo: simple,
+        model: 'simple',
+        modelName: 'simple',
+        proto: 'grpc',
+        conc: 16,
+        extra: input,
+      },
       { name: 'bare-grpc-c16', server: 'bare-grpc', repo: '', model: 'simple', modelName: 'simple', proto: 'grpc', conc: 16, extra: input },
-      { name: 'simple-http-c16', server: 'serval', repo: simple, model: 'simple', modelName: 'simple', proto: 'http', conc: 16, extra: input },
+      {
+        name: 'simple-http-c16',
+        server: 'serval',
+        repo: simple,
+        model: 'simple',
+        modelName: 'simple',
+        proto: 'http',
+        conc: 16,
+        extra: input,
+      },
       { name: 'bare-http-c16', server: 'bare-http', repo: '', model: 'simple', modelName: 'simple', proto: 'http', conc: 16, extra: input },
     ];
     if (rankerDir) {
@@ -595,7 +792,16 @@ class Bench {
       const all = this.makeVariantRepo('ranker_mlp', rankerDir);
       const repo = path.join(this.work, 'repos', 'ranker_mlp_profile');
       cpSync(path.join(all, 'ranker_mlp__db'), path.join(repo, 'ranker_mlp__db'), { recursive: true });
-      scenarios.push({ name: 'ranker_mlp-db-grpc-c32', server: 'serval', repo, model: 'ranker_mlp', modelName: 'ranker_mlp__db', proto: 'grpc', conc: 32, extra: [] });
+      scenarios.push({
+        name: 'ranker_mlp-db-grpc-c32',
+        server: 'serval',
+        repo,
+        model: 'ranker_mlp',
+        modelName: 'ranker_mlp__db',
+        proto: 'grpc',
+        conc: 32,
+        extra: [],
+      });
     }
     for (const sc of scenarios) {
       const dir = path.join(this.work, 'profiles', sc.name);
@@ -610,12 +816,25 @@ class Bench {
           const file = sc.server === 'bare-grpc' ? BARE_GRPC : BARE_HTTP;
           const args = [...prof, file, '--port', '0'];
           this.cmd([process.execPath, ...args]);
-          server = await new Managed(sc.server, sc.server, args, { http: sc.server === 'bare-http', grpc: sc.server === 'bare-grpc' }, path.join(this.work, 'logs', `server_profile-${sc.name}`)).start();
+          server = await new Managed(
+            sc.server,
+            sc.server,
+            args,
+            { http: sc.server === 'bare-http', grpc: sc.server === 'bare-grpc' },
+            path.join(this.work, 'logs', `server_profile-${sc.name}`),
+          ).start();
         }
         try {
           run.point = await this.pa(server, {
-            phase: 'profile', model: sc.model, variant: sc.server !== 'serval' ? 'e' : sc.model === 'simple' ? 's' : 'c', modelName: sc.modelName,
-            proto: sc.proto, conc: sc.conc, repeat: 0, windowMs: this.plan.windowMs[sc.model]!, extra: sc.extra,
+            phase: 'profile',
+            model: sc.model,
+            variant: sc.server !== 'serval' ? 'e' : sc.model === 'simple' ? 's' : 'c',
+            modelName: sc.modelName,
+            proto: sc.proto,
+            conc: sc.conc,
+            repeat: 0,
+            windowMs: this.plan.windowMs[sc.model]!,
+            extra: sc.extra,
           });
           if (server.server.http) run.requests = await successCount(server.server.http, sc.modelName);
         } finally {
@@ -686,7 +905,9 @@ class Bench {
     writeFileSync(path.join(this.work, 'benchmarks.md'), md);
     writeDoc(this.args.out, md);
     console.log(`\n${renderConsole(this.results)}`);
-    log(`wrote ${rel(this.args.out)} and ${rel(this.work)}/ (results.json, logs/, csv/) in ${(this.results.durationS / 60).toFixed(1)} min`);
+    log(
+      `wrote ${rel(this.args.out)} and ${rel(this.work)}/ (results.json, logs/, csv/) in ${(this.results.durationS / 60).toFixed(1)} min`,
+    );
   }
 }
 

@@ -144,9 +144,7 @@ export function summarizeProfile(file: string, topN = 15, window?: [number, numb
     totalMs: total / 1000,
     idleMs: idle / 1000,
     busyFraction: total > 0 ? 1 - idle / total : 0,
-    buckets: [...buckets]
-      .map(([bucket, us]) => ({ bucket, ms: us / 1000, share: share(us) }))
-      .sort((a, b) => b.ms - a.ms),
+    buckets: [...buckets].map(([bucket, us]) => ({ bucket, ms: us / 1000, share: share(us) })).sort((a, b) => b.ms - a.ms),
     top: [...fns.values()]
       .filter((f) => f.bucket !== 'idle')
       .sort((a, b) => b.us - a.us)

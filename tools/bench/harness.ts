@@ -2,9 +2,9 @@
  * Process plumbing for the benchmark: starting servers (Serval or the bare protocol servers)
  * on ephemeral ports, running perf_analyzer and bench-onnx, and parsing their output.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { createWriteStream, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { cpuUse, snapshot, type CpuUse } from './procstat.js';
+import { type CpuUse, cpuUse, snapshot } from './procstat.js';
 
 export interface Server {
   name: string;
@@ -259,7 +259,14 @@ export function removeBlock(text: string, key: string): string {
 }
 
 /** A variant of a model's config.pbtxt: renamed, with or without dynamic batching, N CPU instances. */
-export function variantConfig(src: string, name: string, dynamic: boolean, instances: number, intraOpThreads?: number, spinning?: boolean): string {
+export function variantConfig(
+  src: string,
+  name: string,
+  dynamic: boolean,
+  instances: number,
+  intraOpThreads?: number,
+  spinning?: boolean,
+): string {
   let s = src.replace(/^name[ \t]*:[ \t]*"[^"]*"/m, `name: "${name}"`);
   if (!/^name[ \t]*:/m.test(s)) s = `name: "${name}"\n${s}`;
   s = removeBlock(s, 'dynamic_batching');

@@ -21,15 +21,12 @@ const times = (x: number | undefined) => (x === undefined || !Number.isFinite(x)
 const ms = (us: number | undefined) => (us === undefined || !Number.isFinite(us) ? '–' : (us / 1000).toFixed(2));
 const cores = (x: number | undefined) => (x === undefined || !Number.isFinite(x) ? '–' : x.toFixed(2));
 /** CPU µs per request from cores used and requests/s; a lower bound (the run's wall time includes perf_analyzer's start-up, when no requests flow). */
-const usPer = (c: number | undefined, perS: number | undefined) =>
-  c === undefined || !perS ? '–' : ((c / perS) * 1e6).toFixed(0);
+const usPer = (c: number | undefined, perS: number | undefined) => (c === undefined || !perS ? '–' : ((c / perS) * 1e6).toFixed(0));
 const avgBatch = (p: Point | undefined) =>
   p?.res?.inferenceCount && p.res.executionCount ? (p.res.inferenceCount / p.res.executionCount).toFixed(1) : '–';
 
 function find(r: Results, q: Partial<Point>): Point[] {
-  return r.points.filter(
-    (p) => p.ok && (Object.keys(q) as (keyof Point)[]).every((k) => q[k] === undefined || p[k] === q[k]),
-  );
+  return r.points.filter((p) => p.ok && (Object.keys(q) as (keyof Point)[]).every((k) => q[k] === undefined || p[k] === q[k]));
 }
 
 function thr(r: Results, q: Partial<Point>): number | undefined {
@@ -50,9 +47,24 @@ export function computeTargets(r: Results): Target[] {
   const out: Target[] = [];
   const C = topConc(r);
   const ceil = (m: string): Ceiling | undefined => r.ceilings.find((c) => c.model === m);
-  const t = (id: string, what: string, protocol: Protocol | '-', measured: string, required: string, value: number | undefined, threshold: number, higherIsBetter = true) =>
+  const t = (
+    id: string,
+    what: string,
+    protocol: Protocol | '-',
+    measured: string,
+    required: string,
+    value: number | undefined,
+    threshold: number,
+    higherIsBetter = true,
+  ) =>
     out.push({
-      id, what, protocol, measured, required, value: value ?? NaN, threshold,
+      id,
+      what,
+      protocol,
+      measured,
+      required,
+      value: value ?? NaN,
+      threshold,
       met: value === undefined || !Number.isFinite(value) ? undefined : higherIsBetter ? value >= threshold : value <= threshold,
     });
 
@@ -64,18 +76,33 @@ export function computeTargets(r: Results): Target[] {
     const aBest = ranker?.bestValue;
     const a1 = ranker?.batch1Value;
     // For context: the largest batch a closed loop of C batch-1 requests can form is C.
-    const atOrBelow = ranker?.runs.filter((x) => x.batch <= C).reduce<typeof ranker.best | undefined>((a, x) => (!a || x.itemsPerS > a.itemsPerS ? x : a), undefined);
-    const context = atOrBelow && atOrBelow.batch < (ranker?.best.batch ?? 0)
-      ? `; vs (a) at batch ≤ ${C} (${rate(atOrBelow.itemsPerS)}/s, batch ${atOrBelow.batch}): ${pct(c !== undefined ? c / atOrBelow.itemsPerS : undefined)}`
-      : '';
-    t('ranker-c-vs-a', `ranker_mlp (c)@${C} ≥ 90% of (a) at best batch`, proto,
+    const atOrBelow = ranker?.runs
+      .filter((x) => x.batch <= C)
+      .reduce<typeof ranker.best | undefined>((a, x) => (!a || x.itemsPerS > a.itemsPerS ? x : a), undefined);
+    const context =
+      atOrBelow && atOrBelow.batch < (ranker?.best.batch ?? 0)
+        ? `; vs (a) at batch ≤ ${C} (${rate(atOrBelow.itemsPerS)}/s, batch ${atOrBelow.batch}): ${pct(c !== undefined ? c / atOrBelow.itemsPerS : undefined)}`
+        : '';
+    t(
+      'ranker-c-vs-a',
+      `ranker_mlp (c)@${C} ≥ 90% of (a) at best batch`,
+      proto,
       `(c) ${rate(c)}/s vs (a) ${rate(aBest)}/s (batch ${ranker?.best.batch}, ${ranker?.best.threads} thr) = ${pct(c !== undefined && aBest ? c / aBest : undefined)}${context}`,
-      '≥ 90%', c !== undefined && aBest ? c / aBest : undefined, 0.9);
+      '≥ 90%',
+      c !== undefined && aBest ? c / aBest : undefined,
+      0.9,
+    );
     const gainServal = b && c !== undefined ? c / b : undefined;
     const gainCeil = aBest && a1 ? aBest / a1 : undefined;
-    t('ranker-batching-gain', `ranker_mlp (c)/(b) ≥ 0.9 × (a best)/(a batch 1), at ${C}`, proto,
+    t(
+      'ranker-batching-gain',
+      `ranker_mlp (c)/(b) ≥ 0.9 × (a best)/(a batch 1), at ${C}`,
+      proto,
       `(c)/(b) = ${times(gainServal)} vs 0.9 × ${times(gainCeil)} = ${times(gainCeil ? 0.9 * gainCeil : undefined)} → ${pct(gainServal !== undefined && gainCeil ? gainServal / gainCeil : undefined)} of the ceiling's gain`,
-      '≥ 90% of the gain', gainServal !== undefined && gainCeil ? gainServal / gainCeil : undefined, 0.9);
+      '≥ 90% of the gain',
+      gainServal !== undefined && gainCeil ? gainServal / gainCeil : undefined,
+      0.9,
+    );
   }
   for (const m of ['image_classifier', 'resnet50']) {
     const a = ceil(m);
@@ -83,29 +110,55 @@ export function computeTargets(r: Results): Target[] {
       if (!r.points.some((p) => p.model === m && p.proto === proto)) continue;
       const b = thr(r, { phase: 'model', model: m, variant: 'b', proto, conc: C });
       const c = thr(r, { phase: 'model', model: m, variant: 'c', proto, conc: C });
-      t(`${m}-c-vs-b`, `${m} (c)@${C} within 5% of (b) (not below 95% of it)`, proto,
-        `(c) ${rate(c)}/s vs (b) ${rate(b)}/s = ${pct(c !== undefined && b ? c / b : undefined)}`, '≥ 95%',
-        c !== undefined && b ? c / b : undefined, 0.95);
-      t(`${m}-c-vs-a`, `${m} (c)@${C} ≥ 90% of (a) at best batch`, proto,
+      t(
+        `${m}-c-vs-b`,
+        `${m} (c)@${C} within 5% of (b) (not below 95% of it)`,
+        proto,
+        `(c) ${rate(c)}/s vs (b) ${rate(b)}/s = ${pct(c !== undefined && b ? c / b : undefined)}`,
+        '≥ 95%',
+        c !== undefined && b ? c / b : undefined,
+        0.95,
+      );
+      t(
+        `${m}-c-vs-a`,
+        `${m} (c)@${C} ≥ 90% of (a) at best batch`,
+        proto,
         `(c) ${rate(c)}/s vs (a) ${rate(a?.bestValue)}/s (batch ${a?.best.batch}, ${a?.best.threads} thr) = ${pct(c !== undefined && a?.bestValue ? c / a.bestValue : undefined)}`,
-        '≥ 90%', c !== undefined && a?.bestValue ? c / a.bestValue : undefined, 0.9);
+        '≥ 90%',
+        c !== undefined && a?.bestValue ? c / a.bestValue : undefined,
+        0.9,
+      );
     }
   }
   for (const proto of protocolsOf(r, 'simple')) {
     const conc = Math.max(...r.points.filter((p) => p.phase === 'simple' && p.conc > 1).map((p) => p.conc), 16);
     const s = thr(r, { phase: 'simple', variant: 's', proto, conc });
     const e = thr(r, { phase: 'simple', variant: 'e', proto, conc });
-    t('simple-vs-bare', `simple@${conc} ≥ 60% of the bare ${proto === 'grpc' ? 'grpc-js' : 'fastify'} server (e)`, proto,
-      `Serval ${rate(s)}/s vs bare ${rate(e)}/s = ${pct(s !== undefined && e ? s / e : undefined)}`, '≥ 60%',
-      s !== undefined && e ? s / e : undefined, 0.6);
+    t(
+      'simple-vs-bare',
+      `simple@${conc} ≥ 60% of the bare ${proto === 'grpc' ? 'grpc-js' : 'fastify'} server (e)`,
+      proto,
+      `Serval ${rate(s)}/s vs bare ${rate(e)}/s = ${pct(s !== undefined && e ? s / e : undefined)}`,
+      '≥ 60%',
+      s !== undefined && e ? s / e : undefined,
+      0.6,
+    );
   }
   for (const proto of protocolsOf(r, 'simple')) {
     const p = find(r, { phase: 'simple', variant: 's', proto, conc: 1 })[0];
     const req = p?.res?.serverRequestUs;
     const inf = p?.res?.computeInferUs;
     const ov = req !== undefined && inf !== undefined ? req - inf : undefined;
-    t('simple-overhead', 'simple@1 server overhead (request latency − compute infer, averages) ≤ 0.2 ms', proto,
-      `${req ?? '–'} µs − ${inf ?? '–'} µs = ${ov ?? '–'} µs (average; the statistics API has no median)`, '≤ 200 µs', ov, 200, false);
+    t(
+      'simple-overhead',
+      'simple@1 server overhead (request latency − compute infer, averages) ≤ 0.2 ms',
+      proto,
+      `${req ?? '–'} µs − ${inf ?? '–'} µs = ${ov ?? '–'} µs (average; the statistics API has no median)`,
+      '≤ 200 µs',
+      ov,
+      200,
+      false,
+    );
   }
   return out;
 }
@@ -127,7 +180,10 @@ export function renderMarkdown(r: Results): string {
     '',
     `Throughput targets are evaluated at concurrency ${C}; (a) is the higher of the sweep and the re-check when both exist (noise only ever slows a tight loop down).`,
     '',
-    table(['target', 'protocol', 'measured', 'required', 'result'], r.targets.map((t) => [t.what, t.protocol, t.measured, t.required, verdict(t.met)])),
+    table(
+      ['target', 'protocol', 'measured', 'required', 'result'],
+      r.targets.map((t) => [t.what, t.protocol, t.measured, t.required, verdict(t.met)]),
+    ),
     '',
     '### Setup',
     '',
@@ -136,30 +192,58 @@ export function renderMarkdown(r: Results): string {
   );
 
   // (a)
-  if (r.ceilings.length) L.push('### (a) Ceiling: onnxruntime-node in a tight in-process loop', '', 'items/s; `node dist/tools/bench_onnx.js MODEL.onnx --batch … --threads 1|2` (one session, `session.run` back to back, same inputs).', '');
-  if (r.ceilings.length) L.push(
-    table(
-      ['model', 'max batch', 'batch 1, 1 thr', 'batch 1, 2 thr', 'best (batch, threads)', 're-check best / batch 1', 'used for targets: best / batch 1', 'other load (cores)'],
-      r.ceilings.map((c) => {
-        const at = (b: number, t: number) => rate(c.runs.find((x) => x.batch === b && x.threads === t)?.itemsPerS);
-        return [
-          c.model, String(c.maxBatch), at(1, 1), at(1, 2), `${rate(c.best.itemsPerS)} (${c.best.batch}, ${c.best.threads})`,
-          c.afterBest !== undefined ? `${rate(c.afterBest)} / ${rate(c.afterBatch1)}` : '–',
-          `${rate(c.bestValue)} / ${rate(c.batch1Value)}`, cores(c.otherCores),
-        ];
-      }),
-    ),
-    '',
-    'Full sweep (items/s):',
-    '',
-    table(
-      ['model', 'threads', 'by batch size'],
-      r.ceilings.flatMap((c) =>
-        [1, 2].map((t) => [c.model, String(t), c.runs.filter((x) => x.threads === t).map((x) => `b${x.batch}: ${rate(x.itemsPerS)}`).join(', ')]),
+  if (r.ceilings.length)
+    L.push(
+      '### (a) Ceiling: onnxruntime-node in a tight in-process loop',
+      '',
+      'items/s; `node dist/tools/bench_onnx.js MODEL.onnx --batch … --threads 1|2` (one session, `session.run` back to back, same inputs).',
+      '',
+    );
+  if (r.ceilings.length)
+    L.push(
+      table(
+        [
+          'model',
+          'max batch',
+          'batch 1, 1 thr',
+          'batch 1, 2 thr',
+          'best (batch, threads)',
+          're-check best / batch 1',
+          'used for targets: best / batch 1',
+          'other load (cores)',
+        ],
+        r.ceilings.map((c) => {
+          const at = (b: number, t: number) => rate(c.runs.find((x) => x.batch === b && x.threads === t)?.itemsPerS);
+          return [
+            c.model,
+            String(c.maxBatch),
+            at(1, 1),
+            at(1, 2),
+            `${rate(c.best.itemsPerS)} (${c.best.batch}, ${c.best.threads})`,
+            c.afterBest !== undefined ? `${rate(c.afterBest)} / ${rate(c.afterBatch1)}` : '–',
+            `${rate(c.bestValue)} / ${rate(c.batch1Value)}`,
+            cores(c.otherCores),
+          ];
+        }),
       ),
-    ),
-    '',
-  );
+      '',
+      'Full sweep (items/s):',
+      '',
+      table(
+        ['model', 'threads', 'by batch size'],
+        r.ceilings.flatMap((c) =>
+          [1, 2].map((t) => [
+            c.model,
+            String(t),
+            c.runs
+              .filter((x) => x.threads === t)
+              .map((x) => `b${x.batch}: ${rate(x.itemsPerS)}`)
+              .join(', '),
+          ]),
+        ),
+      ),
+      '',
+    );
 
   // (b)(c)(d)
   const models = [...new Set(r.points.filter((p) => p.phase === 'model').map((p) => p.model))];
@@ -188,14 +272,24 @@ export function renderMarkdown(r: Results): string {
           const perCore = tc !== undefined && c?.use?.serverCores ? tc / c.use.serverCores : undefined;
           const aPerCore = a ? a.best.itemsPerS / a.best.threads : undefined;
           rows.push([
-            m, proto, String(conc), rateP(b), rateP(c), rateP(d), rateP(c1), rateP(cs),
-            times(tb && tc !== undefined ? tc / tb : undefined), times(tc && td !== undefined ? td / tc : undefined),
+            m,
+            proto,
+            String(conc),
+            rateP(b),
+            rateP(c),
+            rateP(d),
+            rateP(c1),
+            rateP(cs),
+            times(tb && tc !== undefined ? tc / tb : undefined),
+            times(tc && td !== undefined ? td / tc : undefined),
             pct(tc !== undefined && a ? tc / a.bestValue : undefined),
             `${avgBatch(c)} / ${avgBatch(d)}`,
             `${ms(b?.res?.p50Us)} / ${ms(c?.res?.p50Us)} / ${ms(d?.res?.p50Us)}`,
             c?.res?.serverRequestUs !== undefined ? `${c.res.serverRequestUs} (q ${c.res.queueUs}, inf ${c.res.computeInferUs})` : '–',
             `${cores(b?.use?.mainCores)} / ${cores(c?.use?.mainCores)} / ${cores(d?.use?.mainCores)}`,
-            `${cores(c?.use?.serverCores)}`, cores(c?.use?.loadGenCores), cores(c?.use?.otherCores),
+            `${cores(c?.use?.serverCores)}`,
+            cores(c?.use?.loadGenCores),
+            cores(c?.use?.otherCores),
             `${rate(perCore)} / ${rate(aPerCore)}`,
           ]);
         }
@@ -203,7 +297,27 @@ export function renderMarkdown(r: Results): string {
     }
     L.push(
       table(
-        ['model', 'proto', 'conc', '(b) infer/s', '(c) infer/s', '(d) infer/s', '(c) 1 intra-op thread', '(c) ORT spinning on', '(c)/(b)', '(d)/(c)', '(c)/(a best)', 'avg batch (c) / (d)', 'client p50 ms (b) / (c) / (d)', '(c) server avg µs', 'main-thread cores (b) / (c) / (d)', 'server cores (c)', 'perf_analyzer cores (c)', 'other cores (c)', 'items/s per core: (c) per server core / (a best) per thread'],
+        [
+          'model',
+          'proto',
+          'conc',
+          '(b) infer/s',
+          '(c) infer/s',
+          '(d) infer/s',
+          '(c) 1 intra-op thread',
+          '(c) ORT spinning on',
+          '(c)/(b)',
+          '(d)/(c)',
+          '(c)/(a best)',
+          'avg batch (c) / (d)',
+          'client p50 ms (b) / (c) / (d)',
+          '(c) server avg µs',
+          'main-thread cores (b) / (c) / (d)',
+          'server cores (c)',
+          'perf_analyzer cores (c)',
+          'other cores (c)',
+          'items/s per core: (c) per server core / (a best) per thread',
+        ],
         rows,
       ),
       '',
@@ -213,29 +327,58 @@ export function renderMarkdown(r: Results): string {
   // (e)
   const simple = r.points.filter((p) => p.phase === 'simple');
   if (simple.length) {
-    L.push('### (e) `simple` under load: Serval vs the bare protocol servers', '', '`tools/bench/bare_http.ts` (fastify route) and `tools/bench/bare_grpc.ts` (grpc-js ModelInfer handler, raw_input_contents) compute `simple`\'s sum and difference inside the handler. Same perf_analyzer flags for both; runs interleaved.', '');
+    L.push(
+      '### (e) `simple` under load: Serval vs the bare protocol servers',
+      '',
+      "`tools/bench/bare_http.ts` (fastify route) and `tools/bench/bare_grpc.ts` (grpc-js ModelInfer handler, raw_input_contents) compute `simple`'s sum and difference inside the handler. Same perf_analyzer flags for both; runs interleaved.",
+      '',
+    );
     const rows: string[][] = [];
     for (const p of simple.filter((x) => x.variant === 's' && x.conc > 1)) {
       const e = find(r, { phase: 'simple', variant: 'e', proto: p.proto, conc: p.conc, repeat: p.repeat })[0];
       rows.push([
-        p.proto, String(p.conc), String(p.repeat + 1), rateP(p), rateP(e),
+        p.proto,
+        String(p.conc),
+        String(p.repeat + 1),
+        rateP(p),
+        rateP(e),
         pct(p.res && e?.res ? p.res.throughput / e.res.throughput : undefined),
         `${ms(p.res?.p50Us)} / ${ms(e?.res?.p50Us)}`,
-        cores(p.use?.mainCores), cores(p.use?.serverCores), cores(e?.use?.serverCores),
+        cores(p.use?.mainCores),
+        cores(p.use?.serverCores),
+        cores(e?.use?.serverCores),
         `${usPer(p.use?.mainCores, p.res?.throughput)} / ${usPer(e?.use?.mainCores, e?.res?.throughput)}`,
-        `${cores(p.use?.loadGenCores)} / ${cores(e?.use?.loadGenCores)}`, `${cores(p.use?.otherCores)} / ${cores(e?.use?.otherCores)}`,
+        `${cores(p.use?.loadGenCores)} / ${cores(e?.use?.loadGenCores)}`,
+        `${cores(p.use?.otherCores)} / ${cores(e?.use?.otherCores)}`,
       ]);
     }
     L.push(
-      table(['proto', 'conc', 'repeat', 'Serval infer/s', 'bare infer/s', 'Serval / bare', 'client p50 ms Serval / bare', 'Serval main-thread cores', 'Serval cores', 'bare server cores', 'main-thread CPU µs per request (lower bound) Serval / bare', 'perf_analyzer cores Serval / bare', 'other cores Serval / bare'], rows),
+      table(
+        [
+          'proto',
+          'conc',
+          'repeat',
+          'Serval infer/s',
+          'bare infer/s',
+          'Serval / bare',
+          'client p50 ms Serval / bare',
+          'Serval main-thread cores',
+          'Serval cores',
+          'bare server cores',
+          'main-thread CPU µs per request (lower bound) Serval / bare',
+          'perf_analyzer cores Serval / bare',
+          'other cores Serval / bare',
+        ],
+        rows,
+      ),
       '',
     );
 
     // (f)
     L.push(
-      '### (f) `simple` at concurrency 1: Serval\'s own overhead',
+      "### (f) `simple` at concurrency 1: Serval's own overhead",
       '',
-      'From perf_analyzer\'s server-side section (the statistics extension). The statistics API carries cumulative sums only, so these are **averages**, not medians. Serval\'s request clock starts when the decoded request reaches the core and stops when the outputs are scattered (wire decode/encode are outside it); the bare servers\' "request" is their whole handler. The client-side p50 difference to the bare server of the same protocol is an end-to-end median view of the same overhead.',
+      "From perf_analyzer's server-side section (the statistics extension). The statistics API carries cumulative sums only, so these are **averages**, not medians. Serval's request clock starts when the decoded request reaches the core and stops when the outputs are scattered (wire decode/encode are outside it); the bare servers' \"request\" is their whole handler. The client-side p50 difference to the bare server of the same protocol is an end-to-end median view of the same overhead.",
       '',
     );
     const rows2: string[][] = [];
@@ -243,7 +386,10 @@ export function renderMarkdown(r: Results): string {
       const e = find(r, { phase: 'simple', variant: 'e', proto: p.proto, conc: 1 })[0];
       const s = p.res;
       rows2.push([
-        p.proto, rate(s?.throughput), String(s?.serverRequestUs ?? '–'), String(s?.computeInferUs ?? '–'),
+        p.proto,
+        rate(s?.throughput),
+        String(s?.serverRequestUs ?? '–'),
+        String(s?.computeInferUs ?? '–'),
         s?.serverRequestUs !== undefined && s.computeInferUs !== undefined ? `**${s.serverRequestUs - s.computeInferUs}**` : '–',
         s ? `overhead ${s.serverOverheadUs} + queue ${s.queueUs} + input ${s.computeInputUs} + output ${s.computeOutputUs}` : '–',
         `${ms(s?.p50Us)} / ${ms(e?.res?.p50Us)}`,
@@ -252,7 +398,20 @@ export function renderMarkdown(r: Results): string {
       ]);
     }
     L.push(
-      table(['proto', 'Serval infer/s', 'avg request µs', 'avg compute infer µs', 'overhead µs (request − infer)', 'perf_analyzer breakdown µs', 'client p50 ms Serval / bare', 'p50 difference µs', 'bare infer/s at c=1'], rows2),
+      table(
+        [
+          'proto',
+          'Serval infer/s',
+          'avg request µs',
+          'avg compute infer µs',
+          'overhead µs (request − infer)',
+          'perf_analyzer breakdown µs',
+          'client p50 ms Serval / bare',
+          'p50 difference µs',
+          'bare infer/s at c=1',
+        ],
+        rows2,
+      ),
       '',
     );
   }
@@ -281,7 +440,12 @@ export function renderMarkdown(r: Results): string {
         table(
           ['bucket', 'Serval µs / request', 'bare µs / request', 'difference'],
           [
-            ['**busy (not idle), total**', `**${us(busy(sv))}**`, `**${us(busy(bare))}**`, `**${us((busy(sv) ?? 0) - (busy(bare) ?? 0))}**`],
+            [
+              '**busy (not idle), total**',
+              `**${us(busy(sv))}**`,
+              `**${us(busy(bare))}**`,
+              `**${us((busy(sv) ?? 0) - (busy(bare) ?? 0))}**`,
+            ],
             ...names.slice(0, 16).map((b) => [b, us(get(sv, b)), us(get(bare, b)), us((get(sv, b) ?? 0) - (get(bare, b) ?? 0))]),
           ],
         ),
@@ -300,16 +464,29 @@ export function renderMarkdown(r: Results): string {
       const t = pr.point?.res?.throughput;
       L.push(
         `${pr.server}, ${pr.proto}: ${rate(t)} infer/s under the profiler; main thread busy **${pct(m.busyFraction)}** of ${(m.totalMs / 1000).toFixed(1)} s` +
-          (pr.requests ? `, **${us(perReq(pr, m.totalMs - m.idleMs))} µs of main-thread time per request** (${pr.requests} requests)` : '') +
+          (pr.requests
+            ? `, **${us(perReq(pr, m.totalMs - m.idleMs))} µs of main-thread time per request** (${pr.requests} requests)`
+            : '') +
           ` (${m.file}); main-thread cores from /proc during the run ${cores(pr.point?.use?.mainCores)}, perf_analyzer ${cores(pr.point?.use?.loadGenCores)}.` +
-          (pr.workers.length ? ` Worker-thread profiles: ${pr.workers.map((w) => `busy ${pct(w.busyFraction)}`).join(', ')} (JS only; ORT's own threads are not in them).` : ''),
+          (pr.workers.length
+            ? ` Worker-thread profiles: ${pr.workers.map((w) => `busy ${pct(w.busyFraction)}`).join(', ')} (JS only; ORT's own threads are not in them).`
+            : ''),
         '',
-        table(['main-thread bucket', 'share', 'ms'], m.buckets.slice(0, 12).map((b) => [b.bucket, pct(b.share), b.ms.toFixed(0)])),
+        table(
+          ['main-thread bucket', 'share', 'ms'],
+          m.buckets.slice(0, 12).map((b) => [b.bucket, pct(b.share), b.ms.toFixed(0)]),
+        ),
         '',
-        table(['top function (self)', 'where', 'share'], m.top.slice(0, 12).map((f) => [`\`${f.fn}\``, f.where ? `\`${f.where}\`` : '', `${(100 * f.share).toFixed(1)}%`])),
+        table(
+          ['top function (self)', 'where', 'share'],
+          m.top.slice(0, 12).map((f) => [`\`${f.fn}\``, f.where ? `\`${f.where}\`` : '', `${(100 * f.share).toFixed(1)}%`]),
+        ),
         '',
         (m.servalInclusive ?? []).length
-          ? `${table(["Serval's functions (inclusive)", 'where', 'share'], m.servalInclusive.slice(0, 10).map((f) => [`\`${f.fn}\``, `\`${f.where}\``, `${(100 * f.share).toFixed(1)}%`]))}\n`
+          ? `${table(
+              ["Serval's functions (inclusive)", 'where', 'share'],
+              m.servalInclusive.slice(0, 10).map((f) => [`\`${f.fn}\``, `\`${f.where}\``, `${(100 * f.share).toFixed(1)}%`]),
+            )}\n`
           : '',
       );
     }
@@ -326,14 +503,33 @@ export function renderMarkdown(r: Results): string {
     '<details><summary>every point with its CPU accounting</summary>',
     '',
     table(
-      ['phase', 'model', 'server', 'proto', 'conc', 'infer/s', 'p50 / p99 ms', 'server avg µs (queue / infer)', 'avg batch', 'main / server / perf_analyzer / other / steal cores', '-s used', 'secs'],
+      [
+        'phase',
+        'model',
+        'server',
+        'proto',
+        'conc',
+        'infer/s',
+        'p50 / p99 ms',
+        'server avg µs (queue / infer)',
+        'avg batch',
+        'main / server / perf_analyzer / other / steal cores',
+        '-s used',
+        'secs',
+      ],
       r.points.map((p) => [
-        p.phase, p.modelName, p.server, p.proto, String(p.conc), p.ok ? rate(p.res!.throughput) : `FAILED: ${p.error ?? ''}`,
+        p.phase,
+        p.modelName,
+        p.server,
+        p.proto,
+        String(p.conc),
+        p.ok ? rate(p.res!.throughput) : `FAILED: ${p.error ?? ''}`,
         p.res ? `${ms(p.res.p50Us)} / ${ms(p.res.p99Us)}` : '–',
         p.res?.serverRequestUs !== undefined ? `${p.res.serverRequestUs} (${p.res.queueUs} / ${p.res.computeInferUs})` : '–',
         avgBatch(p),
         p.use ? [p.use.mainCores, p.use.serverCores, p.use.loadGenCores, p.use.otherCores, p.use.stealCores].map(cores).join(' / ') : '–',
-        String(p.stability), p.seconds.toFixed(0),
+        String(p.stability),
+        p.seconds.toFixed(0),
       ]),
     ),
     '',

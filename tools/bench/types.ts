@@ -1,7 +1,7 @@
 // Shapes of one benchmark run's results (written to results.json and rendered by report.ts).
 import type { ProfileSummary } from './cpuprofile.js';
-import type { CpuUse } from './procstat.js';
 import type { PaResult } from './harness.js';
+import type { CpuUse } from './procstat.js';
 
 export type Protocol = 'grpc' | 'http';
 

@@ -14,9 +14,9 @@
  * IEEE-754 float32 -> float16 converter.
  */
 import { existsSync } from 'node:fs';
+import { endianness } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { endianness } from 'node:os';
 import protobuf from 'protobufjs';
 
 /** ONNX TensorProto.DataType numbers. */
@@ -477,12 +477,12 @@ export function toFloat16Bits(value: number): number {
     let half = mant >>> shift;
     const rem = mant & ((1 << shift) - 1);
     const mid = 1 << (shift - 1);
-    if (rem > mid || (rem === mid && (half & 1))) half++;
+    if (rem > mid || (rem === mid && half & 1)) half++;
     return sign | half;
   }
   let half = (e << 10) | (mant >>> 13);
   const rem = mant & 0x1fff;
-  if (rem > 0x1000 || (rem === 0x1000 && (half & 1))) half++; // may carry into exponent: still correct
+  if (rem > 0x1000 || (rem === 0x1000 && half & 1)) half++; // may carry into exponent: still correct
   return sign | half;
 }
 

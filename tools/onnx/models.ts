@@ -4,7 +4,7 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { float, GraphBuilder, Prng, toFloat16Array, DataType, type ElemType } from './builder.js';
+import { DataType, type ElemType, float, GraphBuilder, Prng, toFloat16Array } from './builder.js';
 import { renderConfig, type TritonDataType } from './triton_config.js';
 
 /** Everything that goes into one model directory. */

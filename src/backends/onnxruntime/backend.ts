@@ -5,7 +5,7 @@ import type { Backend } from '../backend.js';
 import { autoCompleteConfig } from './autocomplete.js';
 import { OrtInstance } from './instance.js';
 import { DEFAULT_MODEL_FILENAME, ONNX_BACKEND, ONNX_PLATFORM } from './names.js';
-import { placeModel, type OrtSettings } from './placement.js';
+import { type OrtSettings, placeModel } from './placement.js';
 import { readOnnxSignature } from './signature.js';
 
 export const onnxRuntimeBackend: Backend<OrtSettings> = {

@@ -123,7 +123,13 @@ export class Control {
 
   readReply(): ExecReply {
     const [outputs] = this.getTensors(4);
-    return { outputs, startNs: this.header[3]!, computeInputNs: this.header[0]!, computeInferNs: this.header[1]!, computeOutputNs: this.header[2]! };
+    return {
+      outputs,
+      startNs: this.header[3]!,
+      computeInputNs: this.header[0]!,
+      computeInferNs: this.header[1]!,
+      computeOutputNs: this.header[2]!,
+    };
   }
 
   writeError(message: string): void {

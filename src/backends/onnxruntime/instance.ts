@@ -3,14 +3,31 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from 'node:worker_threads';
+import { MessageChannel, type MessagePort, receiveMessageOnPort, Worker } from 'node:worker_threads';
 import type { InstancePlacement } from '../../config/resolved.js';
 import type { ModelSignature } from '../../config/signature.js';
 import { ServalError } from '../../kernel/errors.js';
 import { projectRoot } from '../../kernel/paths.js';
 import type { ExecLayout, ExecResult, Execution, ModelInstance, Reservation } from '../backend.js';
 import {
-  arenaSize, Control, DONE, DOORBELL, FLAG_NEW_ARENA, FLAGS, INITIAL_ARENA, OP, OP_CLOSE, OP_EXEC, OP_WITHDRAWN, REP_SEQ, REQ_SEQ, SLOTS, STATUS, STATUS_OK, STATUS_WITHDRAWN, whenChanged,
+  arenaSize,
+  Control,
+  DONE,
+  DOORBELL,
+  FLAG_NEW_ARENA,
+  FLAGS,
+  INITIAL_ARENA,
+  OP,
+  OP_CLOSE,
+  OP_EXEC,
+  OP_WITHDRAWN,
+  REP_SEQ,
+  REQ_SEQ,
+  SLOTS,
+  STATUS,
+  STATUS_OK,
+  STATUS_WITHDRAWN,
+  whenChanged,
 } from './channel.js';
 import type { ArenaMessage, FromWorker, SessionSettings, WorkerData } from './protocol.js';
 
@@ -164,7 +181,13 @@ export class OrtInstance implements ModelInstance {
     const refused = (e: unknown): Execution => ({ result: Promise.reject(e), held: false, withdraw: () => false });
     if (this.dead) return refused(ServalError.internal(this.dead));
     try {
-      const inputs = layout.inputs.map((t) => ({ index: this.index(this.inputIndex, t.name, 'input'), datatype: t.datatype, dims: t.dims, offset: t.offset, byteLength: t.byteLength }));
+      const inputs = layout.inputs.map((t) => ({
+        index: this.index(this.inputIndex, t.name, 'input'),
+        datatype: t.datatype,
+        dims: t.dims,
+        offset: t.offset,
+        byteLength: t.byteLength,
+      }));
       const outputs = layout.outputs.map((n) => this.index(this.outputIndex, n, 'output'));
       control.writeCommand({ inputs, outputs });
     } catch (e) {

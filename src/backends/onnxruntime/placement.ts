@@ -27,7 +27,10 @@ export function probeDevices(): DeviceEnvironment {
   let gpus: number[] = [];
   try {
     const out = execFileSync('nvidia-smi', ['-L'], { encoding: 'utf8', timeout: 5000, stdio: ['ignore', 'pipe', 'ignore'] });
-    gpus = out.split('\n').filter((l) => /^GPU \d+/.test(l)).map((_, i) => i);
+    gpus = out
+      .split('\n')
+      .filter((l) => /^GPU \d+/.test(l))
+      .map((_, i) => i);
   } catch {
     gpus = [];
   }
@@ -48,7 +51,11 @@ export function probeDevices(): DeviceEnvironment {
  * gets a name (`<model>_<index>`) and a count (1); KIND_AUTO becomes KIND_GPU when a usable
  * GPU exists, else KIND_CPU. The result is what the model's /config reports.
  */
-export function normalizeInstanceGroups(modelName: string, groups: ModelInstanceGroup[] | undefined, env: DeviceEnvironment): ModelInstanceGroup[] {
+export function normalizeInstanceGroups(
+  modelName: string,
+  groups: ModelInstanceGroup[] | undefined,
+  env: DeviceEnvironment,
+): ModelInstanceGroup[] {
   const list: ModelInstanceGroup[] = groups?.length ? groups : [{ kind: 'KIND_AUTO' }];
   const gpuUsable = env.gpus.length > 0 && env.cudaProvider;
   return list.map((g, gi) => {
@@ -76,13 +83,17 @@ function placeNormalized(modelName: string, groups: ModelInstanceGroup[], env: D
     }
     if (kind === 'KIND_CPU') {
       if (g.gpus?.length) {
-        throw ServalError.invalidArg(`instance group '${groupName}' of model '${modelName}' has kind KIND_CPU but specifies one or more GPUs`);
+        throw ServalError.invalidArg(
+          `instance group '${groupName}' of model '${modelName}' has kind KIND_CPU but specifies one or more GPUs`,
+        );
       }
       for (let c = 0; c < count; c++) out.push({ name: `${groupName}_${c}`, kind: 'KIND_CPU', deviceId: -1 });
       continue;
     }
     if (kind !== 'KIND_GPU') {
-      throw ServalError.unsupported(`instance group '${groupName}' of model '${modelName}' has kind ${kind}, which the onnxruntime backend does not support`);
+      throw ServalError.unsupported(
+        `instance group '${groupName}' of model '${modelName}' has kind ${kind}, which the onnxruntime backend does not support`,
+      );
     }
     if (env.gpus.length === 0) {
       throw ServalError.invalidArg(

@@ -19,9 +19,7 @@ export interface WorkerData {
   port: MessagePort;
 }
 
-export type FromWorker =
-  | { type: 'ready'; signature: ModelSignature }
-  | { type: 'init-error'; message: string };
+export type FromWorker = { type: 'ready'; signature: ModelSignature } | { type: 'init-error'; message: string };
 
 /** Posted on the arena port by whichever side grew the arena. */
 export interface ArenaMessage {

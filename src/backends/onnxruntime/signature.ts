@@ -3,9 +3,9 @@
 // starts instances. Only the few fields needed are decoded; weights (initializers) are skipped by
 // their length prefix, so reading a 100 MB model costs a file read and a walk over its fields.
 import { readFile } from 'node:fs/promises';
+import type { IoSignature, ModelSignature } from '../../config/signature.js';
 import { fromOrtType } from '../../kernel/datatypes.js';
 import { ServalError } from '../../kernel/errors.js';
-import type { IoSignature, ModelSignature } from '../../config/signature.js';
 
 // Field numbers of onnx.proto.
 const MODEL_GRAPH = 7;
@@ -25,9 +25,28 @@ const DIM_VALUE = 1;
 
 /** TensorProto.DataType → the name onnxruntime-node gives the element type. */
 const ELEM_TYPES: Record<number, string> = {
-  1: 'float32', 2: 'uint8', 3: 'int8', 4: 'uint16', 5: 'int16', 6: 'int32', 7: 'int64', 8: 'string', 9: 'bool',
-  10: 'float16', 11: 'float64', 12: 'uint32', 13: 'uint64', 14: 'complex64', 15: 'complex128', 16: 'bfloat16',
-  17: 'float8e4m3fn', 18: 'float8e4m3fnuz', 19: 'float8e5m2', 20: 'float8e5m2fnuz', 21: 'uint4', 22: 'int4',
+  1: 'float32',
+  2: 'uint8',
+  3: 'int8',
+  4: 'uint16',
+  5: 'int16',
+  6: 'int32',
+  7: 'int64',
+  8: 'string',
+  9: 'bool',
+  10: 'float16',
+  11: 'float64',
+  12: 'uint32',
+  13: 'uint64',
+  14: 'complex64',
+  15: 'complex128',
+  16: 'bfloat16',
+  17: 'float8e4m3fn',
+  18: 'float8e4m3fnuz',
+  19: 'float8e5m2',
+  20: 'float8e5m2fnuz',
+  21: 'uint4',
+  22: 'int4',
 };
 
 class Malformed extends Error {}
@@ -140,7 +159,9 @@ export async function readOnnxSignature(modelPath: string): Promise<ModelSignatu
     buf = await readFile(modelPath);
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
-    throw ServalError.invalidArg(code === 'ENOENT' ? `model file ${modelPath} does not exist` : `cannot read model file ${modelPath}: ${(e as Error).message}`);
+    throw ServalError.invalidArg(
+      code === 'ENOENT' ? `model file ${modelPath} does not exist` : `cannot read model file ${modelPath}: ${(e as Error).message}`,
+    );
   }
   try {
     return parseOnnxSignature(buf);

@@ -3,11 +3,28 @@
 // through shared memory (channel.ts); between commands the thread sleeps in Atomics.wait.
 import { parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
 import ort from 'onnxruntime-node';
-import { fromOrtType, splitBytes, joinBytes, typedView, type DataType } from '../../kernel/datatypes.js';
 import type { IoSignature } from '../../config/signature.js';
+import { type DataType, fromOrtType, joinBytes, splitBytes, typedView } from '../../kernel/datatypes.js';
 import {
-  alignUp, arenaSize, Control, DONE, DOORBELL, FLAG_NEW_ARENA, FLAGS, OP, OP_CLOSE, OP_EXEC, OP_TAKEN, REP_SEQ, SLOTS, STATUS, STATUS_ERROR, STATUS_OK, STATUS_WITHDRAWN,
-  type ExecCommand, type TensorDesc,
+  alignUp,
+  arenaSize,
+  Control,
+  DONE,
+  DOORBELL,
+  type ExecCommand,
+  FLAG_NEW_ARENA,
+  FLAGS,
+  OP,
+  OP_CLOSE,
+  OP_EXEC,
+  OP_TAKEN,
+  REP_SEQ,
+  SLOTS,
+  STATUS,
+  STATUS_ERROR,
+  STATUS_OK,
+  STATUS_WITHDRAWN,
+  type TensorDesc,
 } from './channel.js';
 import type { ArenaMessage, FromWorker, WorkerData } from './protocol.js';
 
@@ -70,11 +87,16 @@ function toTensors(session: ort.InferenceSession, inputs: TensorDesc[]): Record<
 
 function ortType(dt: Exclude<DataType, 'BYTES'>): Exclude<ort.Tensor.Type, 'string' | 'int4' | 'uint4'> {
   switch (dt) {
-    case 'BOOL': return 'bool';
-    case 'FP16': return 'float16';
-    case 'FP32': return 'float32';
-    case 'FP64': return 'float64';
-    default: return dt.toLowerCase() as 'int32';
+    case 'BOOL':
+      return 'bool';
+    case 'FP16':
+      return 'float16';
+    case 'FP32':
+      return 'float32';
+    case 'FP64':
+      return 'float64';
+    default:
+      return dt.toLowerCase() as 'int32';
   }
 }
 
@@ -160,13 +182,14 @@ async function main(): Promise<void> {
     if (Atomics.compareExchange(words, OP, OP_EXEC, OP_TAKEN) !== OP_EXEC) {
       // Withdrawn by the main thread before it started (its request was cancelled).
       Atomics.store(words, STATUS, STATUS_WITHDRAWN);
-    } else try {
-      await exec(session, slot, control.readCommand());
-      Atomics.store(words, STATUS, STATUS_OK);
-    } catch (e) {
-      control.writeError(e instanceof Error ? e.message : String(e));
-      Atomics.store(words, STATUS, STATUS_ERROR);
-    }
+    } else
+      try {
+        await exec(session, slot, control.readCommand());
+        Atomics.store(words, STATUS, STATUS_OK);
+      } catch (e) {
+        control.writeError(e instanceof Error ? e.message : String(e));
+        Atomics.store(words, STATUS, STATUS_ERROR);
+      }
     Atomics.store(words, REP_SEQ, next);
     Atomics.store(door, DONE, next);
     Atomics.notify(door, DONE);

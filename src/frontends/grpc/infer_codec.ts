@@ -1,6 +1,6 @@
 // gRPC ModelInfer messages ⇄ core requests/responses. Inputs come as raw_input_contents (views,
 // no copies) or as typed InferTensorContents; outputs always go back as raw_output_contents.
-import { elementSize, floatToHalf, isDataType, joinBytes, type DataType } from '../../kernel/datatypes.js';
+import { type DataType, elementSize, floatToHalf, isDataType, joinBytes } from '../../kernel/datatypes.js';
 import { ServalError } from '../../kernel/errors.js';
 import type { InferRequest, InferResponse, Params, ParamValue } from '../../kernel/types.js';
 import type { InferParameter, InferParameter__Output } from './generated/inference/InferParameter.js';
@@ -16,9 +16,12 @@ const bad = (msg: string): ServalError => ServalError.invalidArg(msg);
 
 function paramValue(p: InferParameter__Output): ParamValue {
   switch (p.parameter_choice) {
-    case 'bool_param': return p.bool_param ?? false;
-    case 'string_param': return p.string_param ?? '';
-    case 'double_param': return p.double_param ?? 0;
+    case 'bool_param':
+      return p.bool_param ?? false;
+    case 'string_param':
+      return p.string_param ?? '';
+    case 'double_param':
+      return p.double_param ?? 0;
     case 'int64_param':
     case 'uint64_param': {
       const v = p.parameter_choice === 'int64_param' ? p.int64_param : p.uint64_param;
@@ -57,15 +60,28 @@ export function toGrpcParams(p: Params | undefined): Record<string, InferParamet
 function contentsToRaw(dt: DataType, c: GrpcTensorContents, name: string): Uint8Array {
   const pick = (): unknown[] | undefined => {
     switch (dt) {
-      case 'BOOL': return c.bool_contents;
-      case 'INT8': case 'INT16': case 'INT32': return c.int_contents;
-      case 'INT64': return c.int64_contents;
-      case 'UINT8': case 'UINT16': case 'UINT32': return c.uint_contents;
-      case 'UINT64': return c.uint64_contents;
-      case 'FP32': return c.fp32_contents;
-      case 'FP64': return c.fp64_contents;
-      case 'BYTES': return c.bytes_contents;
-      case 'FP16': return undefined;
+      case 'BOOL':
+        return c.bool_contents;
+      case 'INT8':
+      case 'INT16':
+      case 'INT32':
+        return c.int_contents;
+      case 'INT64':
+        return c.int64_contents;
+      case 'UINT8':
+      case 'UINT16':
+      case 'UINT32':
+        return c.uint_contents;
+      case 'UINT64':
+        return c.uint64_contents;
+      case 'FP32':
+        return c.fp32_contents;
+      case 'FP64':
+        return c.fp64_contents;
+      case 'BYTES':
+        return c.bytes_contents;
+      case 'FP16':
+        return undefined;
     }
   };
   const values = pick() ?? [];
@@ -79,18 +95,42 @@ function contentsToRaw(dt: DataType, c: GrpcTensorContents, name: string): Uint8
   values.forEach((v, i) => {
     const o = i * size;
     switch (dt) {
-      case 'BOOL': dv.setUint8(o, v ? 1 : 0); break;
-      case 'INT8': dv.setInt8(o, Number(v)); break;
-      case 'INT16': dv.setInt16(o, Number(v), true); break;
-      case 'INT32': dv.setInt32(o, Number(v), true); break;
-      case 'INT64': dv.setBigInt64(o, BigInt(v as string), true); break;
-      case 'UINT8': dv.setUint8(o, Number(v)); break;
-      case 'UINT16': dv.setUint16(o, Number(v), true); break;
-      case 'UINT32': dv.setUint32(o, Number(v), true); break;
-      case 'UINT64': dv.setBigUint64(o, BigInt(v as string), true); break;
-      case 'FP32': dv.setFloat32(o, Number(v), true); break;
-      case 'FP64': dv.setFloat64(o, Number(v), true); break;
-      case 'FP16': dv.setUint16(o, floatToHalf(Number(v)), true); break;
+      case 'BOOL':
+        dv.setUint8(o, v ? 1 : 0);
+        break;
+      case 'INT8':
+        dv.setInt8(o, Number(v));
+        break;
+      case 'INT16':
+        dv.setInt16(o, Number(v), true);
+        break;
+      case 'INT32':
+        dv.setInt32(o, Number(v), true);
+        break;
+      case 'INT64':
+        dv.setBigInt64(o, BigInt(v as string), true);
+        break;
+      case 'UINT8':
+        dv.setUint8(o, Number(v));
+        break;
+      case 'UINT16':
+        dv.setUint16(o, Number(v), true);
+        break;
+      case 'UINT32':
+        dv.setUint32(o, Number(v), true);
+        break;
+      case 'UINT64':
+        dv.setBigUint64(o, BigInt(v as string), true);
+        break;
+      case 'FP32':
+        dv.setFloat32(o, Number(v), true);
+        break;
+      case 'FP64':
+        dv.setFloat64(o, Number(v), true);
+        break;
+      case 'FP16':
+        dv.setUint16(o, floatToHalf(Number(v)), true);
+        break;
     }
   });
   return out;
@@ -104,7 +144,9 @@ export function decodeGrpcInfer(msg: GrpcInferRequest): InferRequest {
   const raws = msg.raw_input_contents ?? [];
   const inputs = msg.inputs ?? [];
   if (raws.length && raws.length !== inputs.length) {
-    throw bad(`raw_input_contents has ${raws.length} entries but the request has ${inputs.length} inputs; give raw contents for every input or for none`);
+    throw bad(
+      `raw_input_contents has ${raws.length} entries but the request has ${inputs.length} inputs; give raw contents for every input or for none`,
+    );
   }
   return {
     modelName: msg.model_name,

@@ -34,16 +34,9 @@ export interface DecodedInfer {
  * Decodes a request body. `headerLength` is the Inference-Header-Content-Length header
  * (undefined: the whole body is JSON). Binary inputs become views over `body`.
  */
-export function decodeInferRequest(
-  body: Buffer,
-  headerLength: number | undefined,
-  modelName: string,
-  modelVersion: string,
-): DecodedInfer {
+export function decodeInferRequest(body: Buffer, headerLength: number | undefined, modelName: string, modelVersion: string): DecodedInfer {
   if (headerLength !== undefined && (!Number.isInteger(headerLength) || headerLength < 0 || headerLength > body.byteLength)) {
-    throw bad(
-      `Inference-Header-Content-Length ${headerLength} is not a valid length for a request body of ${body.byteLength} bytes`,
-    );
+    throw bad(`Inference-Header-Content-Length ${headerLength} is not a valid length for a request body of ${body.byteLength} bytes`);
   }
   const jsonEnd = headerLength ?? body.byteLength;
   let doc: unknown;

@@ -21,7 +21,9 @@ export interface HttpOptions {
 type ModelParams = { model: string; version?: string };
 
 async function decompress(req: FastifyRequest, body: Buffer): Promise<Buffer> {
-  const enc = String(req.headers['content-encoding'] ?? '').trim().toLowerCase();
+  const enc = String(req.headers['content-encoding'] ?? '')
+    .trim()
+    .toLowerCase();
   if (!enc || enc === 'identity') return body;
   try {
     if (enc === 'gzip') return await gunzip(body);
@@ -54,7 +56,11 @@ export function acceptedEncoding(header: string | string[] | undefined): 'gzip' 
  * discarded) before the 413 goes out: a client that is still sending would otherwise see a
  * broken pipe instead of the error. Past a generous cap the connection is dropped.
  */
-function readBody(stream: NodeJS.ReadableStream & { destroy(): void }, limit: number, done: (err: Error | null, body?: Buffer) => void): void {
+function readBody(
+  stream: NodeJS.ReadableStream & { destroy(): void },
+  limit: number,
+  done: (err: Error | null, body?: Buffer) => void,
+): void {
   const chunks: Buffer[] = [];
   let size = 0;
   let finished = false;
@@ -97,10 +103,16 @@ export function buildHttpServer(core: CoreApi, log: Logger, opts: HttpOptions): 
     if (status >= 500 && !(err instanceof ServalError && err.code !== 'INTERNAL')) {
       log.error('http request failed', { request_id: req.id, method: req.method, url: req.url, status, error: err.stack ?? err.message });
     }
-    return reply.code(status).header('content-type', 'application/json').send(encodeJson({ error: err.message }));
+    return reply
+      .code(status)
+      .header('content-type', 'application/json')
+      .send(encodeJson({ error: err.message }));
   });
   app.setNotFoundHandler((req, reply) => {
-    reply.code(404).header('content-type', 'application/json').send(encodeJson({ error: `no route for ${req.method} ${req.url}` }));
+    reply
+      .code(404)
+      .header('content-type', 'application/json')
+      .send(encodeJson({ error: `no route for ${req.method} ${req.url}` }));
   });
 
   // While shutting down, responses close their keep-alive connections so the server can exit
@@ -161,7 +173,15 @@ export function buildHttpServer(core: CoreApi, log: Logger, opts: HttpOptions): 
     const doc = await jsonBody(req);
     const rows = await core.repositoryIndex(doc.ready === true);
     // Triton leaves out version/state/reason where there is none.
-    return json(reply, rows.map((r) => ({ name: r.name, ...(r.version && { version: r.version }), ...(r.state && { state: r.state }), ...(r.reason && { reason: r.reason }) })));
+    return json(
+      reply,
+      rows.map((r) => ({
+        name: r.name,
+        ...(r.version && { version: r.version }),
+        ...(r.state && { state: r.state }),
+        ...(r.reason && { reason: r.reason }),
+      })),
+    );
   });
   app.post('/v2/repository/models/:model/load', async (req: FastifyRequest<{ Params: ModelParams }>, reply) => {
     await core.loadModel(req.params.model, paramsOf(await jsonBody(req)));
@@ -187,7 +207,8 @@ export function buildHttpServer(core: CoreApi, log: Logger, opts: HttpOptions): 
     const result = await core.infer(decoded.request);
     const encoded = encodeInferResponse(result, decoded);
     const first = encoded.chunks[0]!;
-    let body: Buffer = encoded.chunks.length === 1 ? Buffer.from(first.buffer, first.byteOffset, first.byteLength) : Buffer.concat(encoded.chunks);
+    let body: Buffer =
+      encoded.chunks.length === 1 ? Buffer.from(first.buffer, first.byteOffset, first.byteLength) : Buffer.concat(encoded.chunks);
     if (encoded.headerLength !== undefined) {
       reply.header('inference-header-content-length', encoded.headerLength).header('content-type', 'application/octet-stream');
     } else {

@@ -92,12 +92,32 @@ export function buildRegistry(core: CoreApi, cpu?: CpuSampler): client.Registry 
     },
   });
   counter('nv_inference_count', 'Number of inferences performed (does not include cached requests)', (m) => m.stats.inferenceCount);
-  counter('nv_inference_exec_count', 'Number of model executions performed (does not include cached requests)', (m) => m.stats.executionCount);
-  counter('nv_inference_request_duration_us', 'Cumulative inference request duration in microseconds (includes cached requests)', (m) => us(m.stats.success.ns));
-  counter('nv_inference_queue_duration_us', 'Cumulative inference queuing duration in microseconds (includes cached requests)', (m) => us(m.stats.queue.ns));
-  counter('nv_inference_compute_input_duration_us', 'Cumulative compute input duration in microseconds (does not include cached requests)', (m) => us(m.stats.computeInput.ns));
-  counter('nv_inference_compute_infer_duration_us', 'Cumulative compute inference duration in microseconds (does not include cached requests)', (m) => us(m.stats.computeInfer.ns));
-  counter('nv_inference_compute_output_duration_us', 'Cumulative inference compute output duration in microseconds (does not include cached requests)', (m) => us(m.stats.computeOutput.ns));
+  counter(
+    'nv_inference_exec_count',
+    'Number of model executions performed (does not include cached requests)',
+    (m) => m.stats.executionCount,
+  );
+  counter('nv_inference_request_duration_us', 'Cumulative inference request duration in microseconds (includes cached requests)', (m) =>
+    us(m.stats.success.ns),
+  );
+  counter('nv_inference_queue_duration_us', 'Cumulative inference queuing duration in microseconds (includes cached requests)', (m) =>
+    us(m.stats.queue.ns),
+  );
+  counter(
+    'nv_inference_compute_input_duration_us',
+    'Cumulative compute input duration in microseconds (does not include cached requests)',
+    (m) => us(m.stats.computeInput.ns),
+  );
+  counter(
+    'nv_inference_compute_infer_duration_us',
+    'Cumulative compute inference duration in microseconds (does not include cached requests)',
+    (m) => us(m.stats.computeInfer.ns),
+  );
+  counter(
+    'nv_inference_compute_output_duration_us',
+    'Cumulative inference compute output duration in microseconds (does not include cached requests)',
+    (m) => us(m.stats.computeOutput.ns),
+  );
   new client.Gauge({
     name: 'nv_inference_pending_request_count',
     help: 'Instantaneous number of pending requests awaiting execution per-model.',
@@ -112,7 +132,14 @@ export function buildRegistry(core: CoreApi, cpu?: CpuSampler): client.Registry 
   // Triton's CPU metrics (per interval).
   if (cpu) {
     const gauge = (name: string, help: string, read: () => number): void => {
-      new client.Gauge({ name, help, registers: [registry], collect() { this.set(read()); } });
+      new client.Gauge({
+        name,
+        help,
+        registers: [registry],
+        collect() {
+          this.set(read());
+        },
+      });
     };
     gauge('nv_cpu_utilization', 'CPU utilization rate [0.0 - 1.0]', () => cpu.utilization);
     gauge('nv_cpu_memory_total_bytes', 'CPU total memory (RAM), in bytes', () => cpu.memoryTotal);
