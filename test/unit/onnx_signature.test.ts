@@ -4,32 +4,18 @@ import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import ort from 'onnxruntime-node';
 import { describe, expect, it } from 'vitest';
+import { sessionSignature } from '../../src/backends/onnxruntime/session_signature.js';
 import { parseOnnxSignature, readOnnxSignature } from '../../src/backends/onnxruntime/signature.js';
-import type { IoSignature } from '../../src/config/signature.js';
-import { fromOrtType } from '../../src/kernel/datatypes.js';
 import { GraphBuilder, modelProtoType } from '../../tools/onnx/builder.js';
 
 const REPO = path.resolve(import.meta.dirname, '..', '..', 'model_repository');
-
-/** What onnxruntime-node reports, in the signature's terms. */
-function fromSession(meta: readonly ort.InferenceSession.ValueMetadata[]): IoSignature[] {
-  return meta.map((m) => {
-    if (!m.isTensor) return { name: m.name, datatype: undefined, rawType: 'non-tensor', dims: undefined };
-    return {
-      name: m.name,
-      datatype: fromOrtType(m.type),
-      rawType: m.type,
-      dims: m.shape.map((d) => (typeof d === 'number' && d >= 0 ? d : -1)),
-    };
-  });
-}
 
 async function expectSameAsOrt(bytes: Uint8Array): Promise<void> {
   const session = await ort.InferenceSession.create(bytes, { intraOpNumThreads: 1 });
   try {
     const sig = parseOnnxSignature(bytes);
-    expect(sig.inputs).toEqual(fromSession(session.inputMetadata));
-    expect(sig.outputs).toEqual(fromSession(session.outputMetadata));
+    expect(sig.inputs).toEqual(sessionSignature(session.inputMetadata));
+    expect(sig.outputs).toEqual(sessionSignature(session.outputMetadata));
   } finally {
     await session.release();
   }

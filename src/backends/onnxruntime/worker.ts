@@ -3,7 +3,6 @@
 // through shared memory (channel.ts); between commands the thread sleeps in Atomics.wait.
 import { parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
 import ort from 'onnxruntime-node';
-import type { IoSignature } from '../../config/signature.js';
 import { type DataType, fromOrtType, joinBytes, splitBytes, typedView } from '../../kernel/datatypes.js';
 import {
   alignUp,
@@ -27,6 +26,7 @@ import {
   type TensorDesc,
 } from './channel.js';
 import type { ArenaMessage, FromWorker, WorkerData } from './protocol.js';
+import { sessionSignature } from './session_signature.js';
 
 const data = workerData as WorkerData;
 const settings = data.settings;
@@ -45,18 +45,6 @@ function takeArenas(): void {
 
 function post(msg: FromWorker): void {
   parentPort!.postMessage(msg);
-}
-
-function signatureOf(meta: readonly ort.InferenceSession.ValueMetadata[]): IoSignature[] {
-  return meta.map((m) => {
-    if (!m.isTensor) return { name: m.name, datatype: undefined, rawType: 'non-tensor', dims: undefined };
-    return {
-      name: m.name,
-      datatype: fromOrtType(m.type),
-      rawType: m.type,
-      dims: m.shape.map((d) => (typeof d === 'number' && d >= 0 ? d : -1)),
-    };
-  });
 }
 
 /**
@@ -164,7 +152,7 @@ async function main(): Promise<void> {
   }
   post({
     type: 'ready',
-    signature: { inputs: signatureOf(session.inputMetadata), outputs: signatureOf(session.outputMetadata) },
+    signature: { inputs: sessionSignature(session.inputMetadata), outputs: sessionSignature(session.outputMetadata) },
   });
 
   // Commands run in submission order: sequence number `next` is in slot next % SLOTS.
