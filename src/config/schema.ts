@@ -47,7 +47,7 @@ export type ScalarTypeName =
   | 'string'
   | 'bytes';
 
-const SCALAR_TYPES: ReadonlySet<string> = new Set<ScalarTypeName>([
+export const SCALAR_TYPES: ReadonlySet<string> = new Set<ScalarTypeName>([
   'double',
   'float',
   'int32',

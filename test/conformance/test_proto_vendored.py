@@ -11,7 +11,7 @@ does Serval), every enum value and service method (input/output types,
 streaming flags).
 
 The .proto files in proto/ are read the way Serval reads them, with protobufjs
-(keepCase), by ``node tools/ci/proto_descriptors.mjs``, which prints the same
+(keepCase), by ``node dist/tools/ci/proto_descriptors.js`` (``npm run build``), which prints the same
 canonical form that :func:`describe_python` builds here. The two are compared
 item by item; every difference is reported by name.
 
@@ -33,7 +33,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from tritonclient.grpc import model_config_pb2, service_pb2
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-DUMP_SCRIPT = REPO_ROOT / "tools" / "ci" / "proto_descriptors.mjs"
+DUMP_SCRIPT = REPO_ROOT / "dist" / "tools" / "ci" / "proto_descriptors.js"
 
 # Accepted differences between proto/ and tritonclient's descriptors, as the
 # strings diff_descriptions() produces. Keep this list short and explain every
@@ -115,7 +115,7 @@ def _describe_field(field) -> dict:
 
 
 def describe_python(*files) -> dict:
-    """The canonical form of tools/ci/proto_descriptors.mjs, from descriptors."""
+    """The canonical form of tools/ci/proto_descriptors.ts, from descriptors."""
     out: dict = {"files": {}, "messages": {}, "enums": {}, "services": {}}
 
     def add_enum(enum) -> None:
@@ -162,7 +162,8 @@ def describe_python(*files) -> dict:
 
 def describe_vendored() -> dict:
     node = shutil.which("node")
-    assert node, "node is needed to read proto/ with protobufjs (tools/ci/proto_descriptors.mjs)"
+    assert node, "node is needed to read proto/ with protobufjs (tools/ci/proto_descriptors.ts)"
+    assert DUMP_SCRIPT.exists(), f"{DUMP_SCRIPT} is missing: run 'npm run build' first"
     res = subprocess.run(
         [node, str(DUMP_SCRIPT), "grpc_service.proto", "model_config.proto"],
         cwd=REPO_ROOT,

@@ -3,9 +3,10 @@
 // (by default proto/grpc_service.proto, which imports proto/model_config.proto),
 // as protobufjs reads them with keepCase, the way Serval loads them.
 //
-//   node tools/ci/proto_descriptors.mjs [FILE.proto ...]
+//   npm run build && node dist/tools/ci/proto_descriptors.js [FILE.proto ...]
 //
-// Files are resolved against proto/; imports too. The output is what
+// Files are loaded by the server's own loader (src/config/schema.ts): resolved against proto/,
+// imports too, keepCase. The output is what
 // test/conformance/test_proto_vendored.py builds from the compiled descriptors
 // that tritonclient ships (tritonclient.grpc.service_pb2 / model_config_pb2),
 // so the two can be compared without protoc:
@@ -29,47 +30,52 @@
 // order (Serval's Triton-style config JSON follows it). Map entry messages
 // (FooEntry) are folded into their map fields, as protobufjs has no message
 // for them.
-import { basename, dirname, resolve } from 'node:path';
+import { basename, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import protobuf from 'protobufjs';
+import { loadProtoRoot, SCALAR_TYPES } from '../../src/config/schema.js';
 
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-const PROTO_DIR = resolve(ROOT, 'proto');
+interface FieldDescription {
+  name: string;
+  number: number;
+  label: 'optional' | 'repeated';
+  type: string;
+  type_name: string | null;
+  key_type: string | null;
+  value_type: string | null;
+  oneof: string | null;
+}
 
-const SCALARS = new Set([
-  'double',
-  'float',
-  'int32',
-  'uint32',
-  'sint32',
-  'fixed32',
-  'sfixed32',
-  'int64',
-  'uint64',
-  'sint64',
-  'fixed64',
-  'sfixed64',
-  'bool',
-  'string',
-  'bytes',
-]);
+interface MethodDescription {
+  input_type: string;
+  output_type: string;
+  client_streaming: boolean;
+  server_streaming: boolean;
+}
 
-const fullName = (obj) => obj.fullName.replace(/^\./, '');
-const fileOf = (obj) => (obj.filename ? basename(obj.filename) : null);
+export interface ProtoDescription {
+  files: Record<string, string>;
+  messages: Record<string, { file: string | null; fields: FieldDescription[]; field_order: string[]; oneofs: string[] }>;
+  enums: Record<string, { file: string | null; values: Record<string, number> }>;
+  services: Record<string, { file: string | null; methods: Record<string, MethodDescription> }>;
+}
 
-function valueKind(field) {
-  if (SCALARS.has(field.type)) return { type: field.type, type_name: null };
+const fullName = (obj: protobuf.ReflectionObject): string => obj.fullName.replace(/^\./, '');
+const fileOf = (obj: protobuf.ReflectionObject): string | null => (obj.filename ? basename(obj.filename) : null);
+
+function valueKind(field: protobuf.Field): { type: string; type_name: string | null } {
+  if (SCALAR_TYPES.has(field.type)) return { type: field.type, type_name: null };
   const t = field.resolvedType;
   if (t instanceof protobuf.Enum) return { type: 'enum', type_name: fullName(t) };
   if (t instanceof protobuf.Type) return { type: 'message', type_name: fullName(t) };
   throw new Error(`unresolved type ${field.type} of ${field.fullName}`);
 }
 
-function describeField(field) {
+function describeField(field: protobuf.Field): FieldDescription {
   // A proto3 `optional` field lives in a synthetic oneof "_<name>": report it
   // as a plain optional field, as the Python side does.
   const oneof = field.partOf && !(field.partOf.oneof.length === 1 && field.partOf.name === `_${field.name}`) ? field.partOf.name : null;
-  if (field.map) {
+  if (field instanceof protobuf.MapField) {
     const v = valueKind(field);
     return {
       name: field.name,
@@ -95,19 +101,15 @@ function describeField(field) {
   };
 }
 
-export function describe(files) {
-  const root = new protobuf.Root();
-  root.resolvePath = (_origin, target) => resolve(PROTO_DIR, target);
-  root.loadSync(files, { keepCase: true });
-  root.resolveAll();
-
-  const out = { files: {}, messages: {}, enums: {}, services: {} };
-  const walk = (ns) => {
+export function describe(files: string[]): ProtoDescription {
+  const root = loadProtoRoot(files);
+  const out: ProtoDescription = { files: {}, messages: {}, enums: {}, services: {} };
+  const walk = (ns: protobuf.NamespaceBase): void => {
     for (const obj of ns.nestedArray) {
       if (obj instanceof protobuf.Type) {
         out.messages[fullName(obj)] = {
           file: fileOf(obj),
-          fields: obj.fieldsArray.map(describeField).sort((a, b) => a.number - b.number),
+          fields: obj.fieldsArray.map((f) => describeField(f)).sort((a, b) => a.number - b.number),
           field_order: obj.fieldsArray.map((f) => f.name),
           oneofs: obj.oneofsArray
             .filter((o) => !(o.oneof.length === 1 && o.name === `_${o.oneof[0]}`))
@@ -117,11 +119,11 @@ export function describe(files) {
       } else if (obj instanceof protobuf.Enum) {
         out.enums[fullName(obj)] = { file: fileOf(obj), values: { ...obj.values } };
       } else if (obj instanceof protobuf.Service) {
-        const methods = {};
+        const methods: Record<string, MethodDescription> = {};
         for (const m of obj.methodsArray) {
           methods[m.name] = {
-            input_type: fullName(m.resolvedRequestType),
-            output_type: fullName(m.resolvedResponseType),
+            input_type: fullName(m.resolvedRequestType!),
+            output_type: fullName(m.resolvedResponseType!),
             client_streaming: Boolean(m.requestStream),
             server_streaming: Boolean(m.responseStream),
           };
@@ -131,8 +133,9 @@ export function describe(files) {
       // A top-level message, enum or service names its file's package: the
       // namespace it sits in.
       const topLevel = obj instanceof protobuf.Type || obj instanceof protobuf.Enum || obj instanceof protobuf.Service;
-      if (topLevel && fileOf(obj) && !(obj.parent instanceof protobuf.Type)) {
-        out.files[fileOf(obj)] = fullName(obj.parent);
+      const file = fileOf(obj);
+      if (topLevel && file && obj.parent && !(obj.parent instanceof protobuf.Type)) {
+        out.files[file] = fullName(obj.parent);
       }
       if (obj instanceof protobuf.Namespace) walk(obj); // packages, and messages' nested types
     }
@@ -141,13 +144,14 @@ export function describe(files) {
   return out;
 }
 
-function sortKeys(value) {
+function sortKeys(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(sortKeys);
   if (value && typeof value === 'object') {
+    const obj = value as Record<string, unknown>;
     return Object.fromEntries(
-      Object.keys(value)
+      Object.keys(obj)
         .sort()
-        .map((k) => [k, sortKeys(value[k])]),
+        .map((k) => [k, sortKeys(obj[k])]),
     );
   }
   return value;
