@@ -628,7 +628,7 @@ describe('the one error path, over a fake CoreApi', () => {
       expect(lines).toHaveLength(1);
       const line = lines[0]!;
       expect(line).toMatch(/^time=\S+ level=error msg="http request failed" /);
-      expect(line).toContain(` request_id=${ids.at(-1)!} `);
+      expect(line).toContain(` request_id=${ids.at(-1)!} inference_id=inference-7 `);
       expect(line).toContain(` method=POST url=/v2/models/${model}/infer status=500 `);
       expect(line).toMatch(/ error="Error: boom\\n {4}at /); // the stack, for a fault nobody expected
     },

@@ -85,6 +85,9 @@ function readBody(
 }
 
 export function buildHttpServer(core: CoreApi, log: Logger, opts: HttpOptions): FastifyInstance {
+  // The `id` an inference request's body gave, for the log line of a fault: operators match it
+  // with the client's own request id (gRPC logs the same field as request_id).
+  const inferenceIds = new WeakMap<FastifyRequest, string>();
   // bodyLimit is enforced by readBody; fastify's own check would answer before the body is read.
   const app = Fastify({ logger: false, bodyLimit: Number.MAX_SAFE_INTEGER, keepAliveTimeout: 60_000 });
 
@@ -101,7 +104,15 @@ export function buildHttpServer(core: CoreApi, log: Logger, opts: HttpOptions): 
     if (err instanceof ServalError) status = httpStatus(err.code);
     else status = err.statusCode && err.statusCode >= 400 ? err.statusCode : 500;
     if (status >= 500 && !(err instanceof ServalError && err.code !== 'INTERNAL')) {
-      log.error('http request failed', { request_id: req.id, method: req.method, url: req.url, status, error: err.stack ?? err.message });
+      const inferenceId = inferenceIds.get(req) || undefined;
+      log.error('http request failed', {
+        request_id: req.id,
+        inference_id: inferenceId,
+        method: req.method,
+        url: req.url,
+        status,
+        error: err.stack ?? err.message,
+      });
     }
     return reply
       .code(status)
@@ -204,6 +215,7 @@ export function buildHttpServer(core: CoreApi, log: Logger, opts: HttpOptions): 
     const headerLength = hdr === undefined ? undefined : Number(hdr);
     const decoded = decodeInferRequest(raw, headerLength, req.params.model, req.params.version ?? '');
     decoded.request.cancellation = cancellation;
+    if (decoded.request.id) inferenceIds.set(req, decoded.request.id);
     const result = await core.infer(decoded.request);
     const encoded = encodeInferResponse(result, decoded);
     const first = encoded.chunks[0]!;
