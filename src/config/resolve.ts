@@ -1,10 +1,18 @@
 // Raw model config + the model file's signature → the resolved config a model version runs by.
 // Pure: reads no files and changes neither argument. Every check of a config runs here, before
 // any instance starts, with Triton's defaults and (where Triton has them) Triton's words.
-import { elementCount, fromConfigType } from '../kernel/datatypes.js';
+import { elementCount, fromConfigType, toConfigType } from '../kernel/datatypes.js';
 import { ServalError } from '../kernel/errors.js';
 import { toTritonConfigJson } from './config_json.js';
-import type { BatchingPolicy, PlacedInstances, QueuePolicy, ResolvedInput, ResolvedModelConfig, ResolvedOutput } from './resolved.js';
+import type {
+  BatchingPolicy,
+  PlacedInstances,
+  QueuePolicy,
+  ResolvedInput,
+  ResolvedModelConfig,
+  ResolvedOutput,
+  ResolvedTensor,
+} from './resolved.js';
 import type { IoSignature, ModelSignature } from './signature.js';
 import type { ModelConfig, ModelInput, ModelOutput, ModelQueuePolicy } from './types.js';
 
@@ -69,7 +77,7 @@ export function resolveConfig<Settings>(raw: ModelConfig, ctx: ResolveContext<Se
   const batching = batchingPolicy(name, config);
   const placed = ctx.backend.placeInstances(config);
   config.instance_group = placed.groups;
-  checkSignature(name, maxBatchSize, config.input, config.output, ctx.signature);
+  checkSignature(name, maxBatchSize, inputs, outputs, ctx.signature);
   return {
     name,
     platform: config.platform ?? '',
@@ -191,8 +199,14 @@ function batchingPolicy(name: string, config: ModelConfig): BatchingPolicy {
  * datatype and a compatible shape (the batch dimension counted when max_batch_size > 0), and every
  * input of the file is configured.
  */
-function checkSignature(name: string, maxBatch: number, inputs: ModelInput[], outputs: ModelOutput[], sig: ModelSignature): void {
-  const check = (kind: 'input' | 'output', t: ModelInput | ModelOutput, list: IoSignature[]): void => {
+function checkSignature(
+  name: string,
+  maxBatch: number,
+  inputs: readonly ResolvedTensor[],
+  outputs: readonly ResolvedTensor[],
+  sig: ModelSignature,
+): void {
+  const check = (kind: 'input' | 'output', t: ResolvedTensor, list: IoSignature[]): void => {
     const m = list.find((s) => s.name === t.name);
     if (!m) {
       throw bad(
@@ -200,12 +214,15 @@ function checkSignature(name: string, maxBatch: number, inputs: ModelInput[], ou
         `unexpected ${kind} '${t.name}' in the model configuration; the model file's ${kind}s are [${list.map((s) => `'${s.name}'`).join(', ')}]`,
       );
     }
-    if (m.datatype !== fromConfigType(t.data_type ?? 'TYPE_INVALID')) {
-      const fileType = m.datatype ? `TYPE_${m.datatype === 'BYTES' ? 'STRING' : m.datatype}` : `'${m.rawType}' (unsupported)`;
-      throw bad(name, `${kind} '${t.name}' has data_type ${t.data_type} in the configuration, but the model file's type is ${fileType}`);
+    if (m.datatype !== t.datatype) {
+      const fileType = m.datatype ? toConfigType(m.datatype) : `'${m.rawType}' (unsupported)`;
+      throw bad(
+        name,
+        `${kind} '${t.name}' has data_type ${toConfigType(t.datatype)} in the configuration, but the model file's type is ${fileType}`,
+      );
     }
     if (!m.dims) return;
-    const expected = [...(maxBatch > 0 ? [-1] : []), ...(t.reshape ? (t.reshape.shape ?? []) : (t.dims ?? []))];
+    const expected = [...(maxBatch > 0 ? [-1] : []), ...t.modelDims];
     const compatible =
       m.dims.length === expected.length &&
       m.dims.every((d, i) => d === -1 || expected[i] === -1 || d === expected[i]) &&

@@ -75,8 +75,8 @@ export class ModelVersion {
       cancellation: req.cancellation,
     });
     const byName = new Map(produced.map((o) => [o.name, o]));
-    const wanted = req.outputs?.length ? req.outputs.map((o) => o.name) : v.outputs;
-    const outputs: InferOutputTensor[] = wanted.map((name) => {
+    // v.outputs: the requested outputs in request order (validated, no repeats), else all of them.
+    const outputs: InferOutputTensor[] = v.outputs.map((name) => {
       const cfg = this.config.outputByName.get(name)!;
       const shaped = clientShape(byName.get(name)!, cfg, v.batchSize);
       const k = topK.get(name);
