@@ -119,15 +119,12 @@ export class ModelRepository {
   /** One lifecycle operation per model at a time (loads, unloads, polls). */
   private readonly busy = new Map<string, Promise<void>>();
   private pollTimer: NodeJS.Timeout | undefined;
-  private readonly backends: BackendRegistry;
 
   constructor(
     private readonly roots: string[],
     private readonly log: Logger,
     private readonly options: RepositoryOptions,
-  ) {
-    this.backends = options.backends;
-  }
+  ) {}
 
   get mode(): ControlMode {
     return this.options.mode;
@@ -228,7 +225,9 @@ export class ModelRepository {
       this.models.set(name, entry);
     }
     const results = await Promise.allSettled(
-      wanted.map((v) => ModelVersion.load(config, name, dir, v, { autoComplete: this.options.autoComplete, backends: this.backends })),
+      wanted.map((v) =>
+        ModelVersion.load(config, name, dir, v, { autoComplete: this.options.autoComplete, backends: this.options.backends }),
+      ),
     );
     const failures = results.flatMap((r, i) => (r.status === 'rejected' ? [[wanted[i]!, (r.reason as Error).message] as const] : []));
     const loaded = results.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));

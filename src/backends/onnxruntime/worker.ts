@@ -170,7 +170,7 @@ async function main(): Promise<void> {
     if (Atomics.compareExchange(words, OP, OP_EXEC, OP_TAKEN) !== OP_EXEC) {
       // Withdrawn by the main thread before it started (its request was cancelled).
       Atomics.store(words, STATUS, STATUS_WITHDRAWN);
-    } else
+    } else {
       try {
         await exec(session, slot, control.readCommand());
         Atomics.store(words, STATUS, STATUS_OK);
@@ -178,6 +178,7 @@ async function main(): Promise<void> {
         control.writeError(e instanceof Error ? e.message : String(e));
         Atomics.store(words, STATUS, STATUS_ERROR);
       }
+    }
     Atomics.store(words, REP_SEQ, next);
     Atomics.store(door, DONE, next);
     Atomics.notify(door, DONE);
