@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // `serval`: parse flags, start the server, stop cleanly on SIGINT/SIGTERM.
-import { createLogger } from './kernel/log.js';
+import { createLogger, LogControl, type LogFormat } from './kernel/log.js';
 import { parseArgs, USAGE, UsageError } from './options.js';
 import { StartupError, startServer } from './server.js';
 
@@ -19,13 +19,27 @@ async function main(): Promise<number> {
     process.stdout.write(USAGE);
     return 0;
   }
-  const log = createLogger(opts.logVerbose);
+  let logging: LogControl;
+  try {
+    logging = new LogControl({
+      info: opts.logInfo,
+      warning: opts.logWarning,
+      error: opts.logError,
+      verbose: opts.logVerbose,
+      format: opts.logFormat as LogFormat, // checked by parseArgs
+      file: opts.logFile,
+    });
+  } catch (e) {
+    process.stderr.write(`error: ${(e as Error).message}\n`);
+    return 1;
+  }
+  const log = createLogger(logging);
   // A bug must not take every other request down with it: log it and keep serving.
   process.on('unhandledRejection', (e) => log.error('unhandled rejection (bug)', { error: e instanceof Error ? e.stack : String(e) }));
   const print = (line: string): void => void process.stdout.write(`${line}\n`);
   let server: Awaited<ReturnType<typeof startServer>>;
   try {
-    server = await startServer(opts, log, print);
+    server = await startServer(opts, log, print, logging);
   } catch (e) {
     if (e instanceof StartupError || (e instanceof Error && e.name === 'ServalError')) {
       process.stderr.write(`error: creating server: ${e.message}\n`);

@@ -2,6 +2,9 @@
 // same names (flags on the command line win).
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
+import { parseRestrictions } from './frontends/restricted.js';
+import { isLogFormat } from './kernel/log.js';
+import { parseTraceConfig } from './trace/config.js';
 
 export interface ServerOptions {
   modelRepositories: string[];
@@ -18,6 +21,14 @@ export interface ServerOptions {
   /** Accepted for tritonserver compatibility; Serval has no GPU metrics (no NVML/DCGM). */
   allowGpuMetrics: boolean;
   logVerbose: number;
+  logInfo: boolean;
+  logWarning: boolean;
+  logError: boolean;
+  /** default or ISO8601 (kernel/log.ts). */
+  logFormat: string;
+  logFile: string;
+  /** --trace-config entries in order (the deprecated --trace-* flags become entries too); trace/config.ts reads them. */
+  traceConfig: string[];
   exitOnError: boolean;
   strictReadiness: boolean;
   id: string;
@@ -29,6 +40,9 @@ export interface ServerOptions {
   loadModels: string[];
   strictModelConfig: boolean;
   disableAutoCompleteConfig: boolean;
+  /** `API_1,API_2:KEY=VALUE` groups, as given (parsed by frontends/restricted.ts). */
+  httpRestrictedApi: string[];
+  grpcRestrictedProtocol: string[];
 }
 
 export const DEFAULTS: ServerOptions = {
@@ -45,6 +59,12 @@ export const DEFAULTS: ServerOptions = {
   allowCpuMetrics: true,
   allowGpuMetrics: true,
   logVerbose: 0,
+  logInfo: true,
+  logWarning: true,
+  logError: true,
+  logFormat: 'default',
+  logFile: '',
+  traceConfig: [],
   exitOnError: true,
   strictReadiness: true,
   id: 'serval',
@@ -56,6 +76,8 @@ export const DEFAULTS: ServerOptions = {
   loadModels: [],
   strictModelConfig: false,
   disableAutoCompleteConfig: false,
+  httpRestrictedApi: [],
+  grpcRestrictedProtocol: [],
 };
 
 type Kind = 'string' | 'list' | 'int' | 'bool' | 'mode';
@@ -74,6 +96,12 @@ const FLAGS: Record<string, [keyof ServerOptions, Kind]> = {
   'allow-cpu-metrics': ['allowCpuMetrics', 'bool'],
   'allow-gpu-metrics': ['allowGpuMetrics', 'bool'],
   'log-verbose': ['logVerbose', 'int'],
+  'log-info': ['logInfo', 'bool'],
+  'log-warning': ['logWarning', 'bool'],
+  'log-error': ['logError', 'bool'],
+  'log-format': ['logFormat', 'string'],
+  'log-file': ['logFile', 'string'],
+  'trace-config': ['traceConfig', 'list'],
   'exit-on-error': ['exitOnError', 'bool'],
   'strict-readiness': ['strictReadiness', 'bool'],
   id: ['id', 'string'],
@@ -85,6 +113,8 @@ const FLAGS: Record<string, [keyof ServerOptions, Kind]> = {
   'load-model': ['loadModels', 'list'],
   'strict-model-config': ['strictModelConfig', 'bool'],
   'disable-auto-complete-config': ['disableAutoCompleteConfig', 'bool'],
+  'http-restricted-api': ['httpRestrictedApi', 'list'],
+  'grpc-restricted-protocol': ['grpcRestrictedProtocol', 'list'],
 };
 
 export class UsageError extends Error {}
@@ -111,7 +141,21 @@ function convert(flag: string, kind: Kind, raw: unknown): unknown {
   }
 }
 
+/** tritonserver's deprecated trace flags, as the --trace-config entries they stand for. */
+const LEGACY_TRACE: Record<string, string> = {
+  'trace-file': 'triton,file=',
+  'trace-level': 'level=',
+  'trace-rate': 'rate=',
+  'trace-count': 'count=',
+  'trace-log-frequency': 'triton,log-frequency=',
+};
+
 function apply(opts: ServerOptions, flag: string, raw: unknown): void {
+  const legacy = LEGACY_TRACE[flag];
+  if (legacy !== undefined) {
+    for (const v of Array.isArray(raw) ? raw : [raw]) opts.traceConfig.push(`${legacy}${String(v)}`);
+    return;
+  }
   const spec = FLAGS[flag];
   if (!spec) throw new UsageError(`unknown option --${flag} (see --help)`);
   const [key, kind] = spec;
@@ -148,7 +192,14 @@ export function parseArgs(argv: string[]): ServerOptions & { help: boolean } {
     if (flag === 'config-file') settingsFile = value;
     else cli.push([flag, value]);
   }
-  const opts: ServerOptions = { ...DEFAULTS, modelRepositories: [], loadModels: [] };
+  const opts: ServerOptions = {
+    ...DEFAULTS,
+    modelRepositories: [],
+    loadModels: [],
+    httpRestrictedApi: [],
+    grpcRestrictedProtocol: [],
+    traceConfig: [],
+  };
   if (settingsFile) {
     let doc: unknown;
     try {
@@ -164,7 +215,23 @@ export function parseArgs(argv: string[]): ServerOptions & { help: boolean } {
   // Repositories named on the command line replace those of the settings file.
   if (cli.some(([f]) => f === 'model-repository' || f === 'model-store')) opts.modelRepositories = [];
   if (cli.some(([f]) => f === 'load-model')) opts.loadModels = [];
+  if (cli.some(([f]) => f === 'http-restricted-api')) opts.httpRestrictedApi = [];
+  if (cli.some(([f]) => f === 'grpc-restricted-protocol')) opts.grpcRestrictedProtocol = [];
+  if (cli.some(([f]) => f === 'trace-config' || f in LEGACY_TRACE)) opts.traceConfig = [];
   for (const [f, v] of cli) apply(opts, f, v);
+  // Checked here so a bad group fails at start-up with tritonserver's message.
+  try {
+    parseRestrictions(opts.httpRestrictedApi, 'http-restricted-api');
+    parseRestrictions(opts.grpcRestrictedProtocol, 'grpc-restricted-protocol');
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+  if (!isLogFormat(opts.logFormat)) throw new UsageError(`invalid argument for --log-format: '${opts.logFormat}' (default or ISO8601)`);
+  try {
+    parseTraceConfig(opts.traceConfig);
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
   return { ...opts, help };
 }
 
@@ -183,7 +250,18 @@ export const USAGE = `Usage: serval --model-repository PATH [options]
   --allow-gpu-metrics BOOL   accepted; Serval reports no GPU metrics
   --metrics-interval-ms N    how often the per-interval (CPU) metrics are sampled (default 2000)
   --http-max-input-size N    largest accepted HTTP request body in bytes (default 67108864)
-  --log-verbose N            0 quiet (errors, warnings), 1 info, 2 debug
+  --log-verbose N            verbose (debug) lines from 1 (default 0)
+  --log-info BOOL            info lines (default true)   --log-warning BOOL   --log-error BOOL
+  --log-format FORMAT        default (logfmt with time= and level=) or ISO8601 (Triton's
+                             "YYYY-MM-DDThh:mm:ssZ L" prefix, then the logfmt fields)
+  --log-file FILE            append log lines to FILE instead of stderr
+  --trace-config SETTING=VALUE       trace every rate-th request: level=OFF|TIMESTAMPS|TENSORS,
+                             rate=N (default 1000), count=N (traces to collect, -1 = no limit),
+                             mode=triton (repeatable; see docs/protocol.md)
+  --trace-config triton,SETTING=VALUE   file=PATH (JSON trace file), log-frequency=N (write
+                             every N traces to PATH.0, PATH.1, ...; 0 = at shutdown)
+  --trace-file, --trace-level, --trace-rate, --trace-count, --trace-log-frequency
+                             tritonserver's deprecated spellings of the above
   --exit-on-error BOOL       exit if any model fails to load (default true)
   --strict-readiness BOOL    ready only when every model is ready (default true)
   --exit-timeout-secs N      on shutdown, wait this long for in-flight requests (default 30)
@@ -194,4 +272,11 @@ export const USAGE = `Usage: serval --model-repository PATH [options]
   --load-model NAME          explicit mode: load this model at start-up (repeatable, * = all)
   --disable-auto-complete-config   use config.pbtxt as written (no filling from model.onnx)
   --strict-model-config BOOL same as --disable-auto-complete-config (tritonserver's older name)
+  --http-restricted-api API[,API...]:KEY=VALUE
+                             HTTP requests to these API groups need header KEY: VALUE (repeatable,
+                             one group per API); groups: health, metadata, inference,
+                             shared-memory, model-config, model-repository, statistics, trace,
+                             logging
+  --grpc-restricted-protocol API[,API...]:KEY=VALUE
+                             the same for gRPC, with metadata triton-grpc-protocol-KEY: VALUE
 `;

@@ -2,18 +2,20 @@
 import { readFileSync } from 'node:fs';
 import type http from 'node:http';
 import path from 'node:path';
-import type * as grpc from '@grpc/grpc-js';
 import type { FastifyInstance } from 'fastify';
 import { builtinBackends } from './builtin_backends.js';
 import { InferenceCore } from './core/server_core.js';
-import { startGrpcServer } from './frontends/grpc/server.js';
+import { type GrpcServer, startGrpcServer } from './frontends/grpc/server.js';
 import { buildHttpServer } from './frontends/http/server.js';
 import { startMetricsServer } from './frontends/metrics/metrics.js';
-import type { Logger } from './kernel/log.js';
+import { parseRestrictions } from './frontends/restricted.js';
+import type { LogControl, Logger } from './kernel/log.js';
 import { projectRoot } from './kernel/paths.js';
 import type { IndexRow } from './kernel/types.js';
 import type { ServerOptions } from './options.js';
 import { ModelRepository } from './repository/repository.js';
+import { parseTraceConfig } from './trace/config.js';
+import { TraceManager } from './trace/trace_manager.js';
 
 export const EXTENSIONS = [
   'classification',
@@ -24,6 +26,9 @@ export const EXTENSIONS = [
   'binary_tensor_data',
   'parameters',
   'statistics',
+  'system_shared_memory',
+  'trace',
+  'logging',
 ];
 
 export function serverVersion(): string {
@@ -51,7 +56,13 @@ export function statusTable(rows: IndexRow[]): string {
   return [line, fmt(head), line, ...body.map(fmt), line].join('\n');
 }
 
-export async function startServer(opts: ServerOptions, log: Logger, print: (line: string) => void): Promise<RunningServer> {
+/** `logging` is the control behind `log`: the logging extension changes it (a private one when absent). */
+export async function startServer(
+  opts: ServerOptions,
+  log: Logger,
+  print: (line: string) => void,
+  logging?: LogControl,
+): Promise<RunningServer> {
   if (opts.modelRepositories.length === 0) throw new StartupError('--model-repository must be specified');
   const repository = new ModelRepository(opts.modelRepositories, log, {
     mode: opts.modelControlMode,
@@ -60,11 +71,14 @@ export async function startServer(opts: ServerOptions, log: Logger, print: (line
     backends: builtinBackends(),
   });
   await repository.loadAll();
+  const tracer = new TraceManager({ ...parseTraceConfig(opts.traceConfig), log });
   const core = new InferenceCore(repository, {
     id: opts.id,
     version: serverVersion(),
     strictReadiness: opts.strictReadiness,
     extensions: EXTENSIONS,
+    tracer,
+    logging,
   });
   const rows = repository.index();
   print(statusTable(rows));
@@ -75,7 +89,7 @@ export async function startServer(opts: ServerOptions, log: Logger, print: (line
 
   repository.startPolling(opts.repositoryPollSecs);
   let http: FastifyInstance | undefined;
-  let grpcServer: grpc.Server | undefined;
+  let grpcServer: GrpcServer | undefined;
   let metrics: http.Server | undefined;
   let stopping: Promise<void> | undefined;
   const running: RunningServer = { core, stop };
@@ -84,14 +98,19 @@ export async function startServer(opts: ServerOptions, log: Logger, print: (line
   try {
     if (opts.allowGrpc) {
       starting = `the gRPC service on ${opts.grpcAddress}:${opts.grpcPort}`;
-      const g = await startGrpcServer(core, log, opts.grpcAddress, opts.grpcPort);
-      grpcServer = g.server;
+      const g = await startGrpcServer(core, log, opts.grpcAddress, opts.grpcPort, {
+        restrictions: parseRestrictions(opts.grpcRestrictedProtocol, 'grpc-restricted-protocol'),
+      });
+      grpcServer = g;
       running.grpcPort = g.port;
       print(`Started GRPCInferenceService at ${opts.grpcAddress}:${g.port}`);
     }
     if (opts.allowHttp) {
       starting = `the HTTP service on ${opts.httpAddress}:${opts.httpPort}`;
-      http = buildHttpServer(core, log, { maxInputSize: opts.httpMaxInputSize });
+      http = buildHttpServer(core, log, {
+        maxInputSize: opts.httpMaxInputSize,
+        restrictions: parseRestrictions(opts.httpRestrictedApi, 'http-restricted-api'),
+      });
       await http.listen({ port: opts.httpPort, host: opts.httpAddress });
       const addr = http.server.address();
       running.httpPort = typeof addr === 'object' && addr ? addr.port : opts.httpPort;
@@ -117,10 +136,8 @@ export async function startServer(opts: ServerOptions, log: Logger, print: (line
       core.stopAccepting();
       const closers: Promise<unknown>[] = [];
       if (http) closers.push(http.close());
-      if (grpcServer) {
-        const g = grpcServer;
-        closers.push(new Promise<void>((r) => g.tryShutdown(() => r())));
-      }
+      // Open ModelStreamInfer streams end once their in-flight requests are answered.
+      if (grpcServer) closers.push(grpcServer.shutdown());
       if (metrics) {
         const m = metrics;
         closers.push(new Promise<void>((r) => m.close(() => r())));
@@ -128,6 +145,10 @@ export async function startServer(opts: ServerOptions, log: Logger, print: (line
       }
       await Promise.allSettled(closers);
       await repository.unloadAll();
+      // Every system shared memory region's fd is closed: clients' objects outlive the server.
+      await core.unregisterSystemSharedMemory('');
+      // Traces still held in memory are written, and the trace file's JSON array is closed.
+      await tracer.close();
     })();
     return stopping;
   }

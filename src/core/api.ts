@@ -1,8 +1,15 @@
 // The in-process API every front-end (HTTP, gRPC, metrics) calls, and nothing else: front-ends
 // translate wire formats to and from these calls. The model repository stays behind it.
+import type { LogSettingsJson, LogSettingsUpdate } from '../kernel/log.js';
+import type { RequestTrace } from '../kernel/trace.js';
 import type { IndexRow, InferRequest, InferResponse, ModelMetadata, ServerMetadata } from '../kernel/types.js';
 import type { ModelStats } from '../stats/model_stats.js';
 import type { ModelStatisticsJson } from '../stats/report.js';
+import type { TraceSettingsJson, TraceSettingsUpdate } from '../trace/settings.js';
+import type { SystemSharedMemoryStatus } from './shared_memory.js';
+
+// Types of the extensions' answers, for the front-ends (which reach the core only here).
+export type { SystemSharedMemoryStatus, TraceSettingsJson, TraceSettingsUpdate };
 
 /** One loaded model version's counters, as the metrics read them at scrape time. */
 export interface ModelMetricsRow {
@@ -30,4 +37,19 @@ export interface CoreApi {
   loadModel(name: string, parameters: Record<string, unknown>): Promise<void>;
   unloadModel(name: string): Promise<void>;
   infer(req: InferRequest): Promise<InferResponse>;
+  /**
+   * Trace extension: starts a trace for a request to `model` when sampling picks it (a front-end
+   * asks once per request, as it arrives), else undefined. The request carries it (`req.trace`).
+   */
+  startTrace(model: string): RequestTrace | undefined;
+  /** Trace settings of `model` ('' = global) after applying `update` if given; null clears a setting. */
+  traceSettings(model: string, update?: TraceSettingsUpdate): TraceSettingsJson;
+  /** Logging extension: the log settings after applying `update` if given. */
+  logSettings(update?: LogSettingsUpdate): LogSettingsJson;
+  /** System shared memory extension: register `byteSize` bytes at `offset` of the POSIX shm object `key`. */
+  registerSystemSharedMemory(name: string, key: string, offset: number, byteSize: number): void;
+  /** '' name = every region. */
+  systemSharedMemoryStatus(name: string): SystemSharedMemoryStatus[];
+  /** '' name = every region; resolves once the server no longer touches them. */
+  unregisterSystemSharedMemory(name: string): Promise<void>;
 }

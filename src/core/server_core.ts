@@ -3,26 +3,42 @@
 import { fromTritonConfigJson } from '../config/config_json.js';
 import type { ModelConfig } from '../config/types.js';
 import { ServalError } from '../kernel/errors.js';
+import { LogControl, type LogSettingsJson, type LogSettingsUpdate } from '../kernel/log.js';
+import type { RequestTrace } from '../kernel/trace.js';
 import type { IndexRow, InferRequest, InferResponse, ModelMetadata, ServerMetadata } from '../kernel/types.js';
 import type { ModelVersion } from '../model/model_version.js';
 import type { ModelRepository } from '../repository/repository.js';
 import { type ModelStatisticsJson, statisticsOf } from '../stats/report.js';
+import { TRACE_DEFAULTS, type TraceSettingsJson, type TraceSettingsUpdate } from '../trace/settings.js';
+import { TraceManager } from '../trace/trace_manager.js';
 import type { CoreApi, ModelMetricsRow } from './api.js';
+import { SharedMemoryRegistry, type SystemSharedMemoryStatus } from './shared_memory.js';
 
 export interface CoreOptions {
   id: string;
   version: string;
   strictReadiness: boolean;
   extensions: string[];
+  /** Trace extension state; without one, tracing starts OFF with Triton's defaults. */
+  tracer?: TraceManager;
+  /** The server's log settings; without one, the logging extension changes a private LogControl. */
+  logging?: LogControl;
 }
 
 export class InferenceCore implements CoreApi {
   private accepting = true;
+  /** Registered system shared memory regions: server state, not a model's. */
+  private readonly sharedMemory = new SharedMemoryRegistry();
+  private readonly tracer: TraceManager;
+  private readonly logging: LogControl;
 
   constructor(
     private readonly repository: ModelRepository,
     private readonly options: CoreOptions,
-  ) {}
+  ) {
+    this.logging = options.logging ?? new LogControl();
+    this.tracer = options.tracer ?? new TraceManager(TRACE_DEFAULTS);
+  }
 
   isLive(): boolean {
     return true;
@@ -121,9 +137,49 @@ export class InferenceCore implements CoreApi {
     const requestStartNs = process.hrtime.bigint();
     try {
       if (!this.accepting) throw ServalError.unavailable('Server is shutting down; no new inference requests are accepted');
-      return this.repository.get(req.modelName, req.modelVersion).infer(req, requestStartNs);
+      const version = this.repository.get(req.modelName, req.modelVersion);
+      if (req.trace) return this.tracedInfer(req, req.trace, version, requestStartNs);
+      // Shared-memory inputs are read before the model's checks, outputs written after it ran.
+      return this.sharedMemory.infer(req, (r) => version.infer(r, requestStartNs));
     } catch (e) {
       return Promise.reject(e);
     }
+  }
+
+  /** infer() of a sampled request: the core's own trace records around the model version's work. */
+  private tracedInfer(req: InferRequest, trace: RequestTrace, version: ModelVersion, requestStartNs: bigint): Promise<InferResponse> {
+    trace.model(version.name, version.version, req.id);
+    trace.stamp('REQUEST_START', requestStartNs);
+    return this.sharedMemory
+      .infer(req, (r) => version.infer(r, requestStartNs))
+      .finally(() => trace.stamp('REQUEST_END', process.hrtime.bigint()));
+  }
+
+  startTrace(model: string): RequestTrace | undefined {
+    return this.tracer.sample(model);
+  }
+
+  traceSettings(model: string, update?: TraceSettingsUpdate): TraceSettingsJson {
+    // Triton: a model's settings exist only for a model with a ready version.
+    if (model !== '' && this.repository.readyVersions(model).length === 0) {
+      throw ServalError.invalidArg(`Request for unknown model : ${model}`);
+    }
+    return update ? this.tracer.update(model, update) : this.tracer.get(model);
+  }
+
+  logSettings(update?: LogSettingsUpdate): LogSettingsJson {
+    return update ? this.logging.update(update) : this.logging.json();
+  }
+
+  registerSystemSharedMemory(name: string, key: string, offset: number, byteSize: number): void {
+    this.sharedMemory.register(name, key, offset, byteSize);
+  }
+
+  systemSharedMemoryStatus(name: string): SystemSharedMemoryStatus[] {
+    return this.sharedMemory.status(name);
+  }
+
+  unregisterSystemSharedMemory(name: string): Promise<void> {
+    return this.sharedMemory.unregister(name);
   }
 }

@@ -3,6 +3,7 @@
 
 import type { Cancellation } from './cancel.js';
 import type { DataType } from './datatypes.js';
+import type { RequestTrace } from './trace.js';
 
 export type ParamValue = string | number | boolean | bigint;
 export type Params = Record<string, ParamValue>;
@@ -33,6 +34,13 @@ export interface InferRequest {
   parameters: Params;
   /** Cancelled when the client goes away; a queued request is then dropped. */
   cancellation?: Cancellation;
+  /** Set when the trace extension sampled this request: every stage stamps its timestamps on it. */
+  trace?: RequestTrace;
+  /**
+   * HTTP raw binary request: one input holding only data, whose name, datatype and shape the
+   * core takes from the model config (model/raw_input.ts).
+   */
+  rawInput?: boolean;
 }
 
 export interface InferOutputTensor {
@@ -40,6 +48,8 @@ export interface InferOutputTensor {
   datatype: DataType;
   shape: number[];
   data: Uint8Array;
+  /** Written into the shared-memory region the request named: `data` is empty, none goes on the wire. */
+  sharedMemory?: boolean;
 }
 
 export interface InferResponse {

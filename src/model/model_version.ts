@@ -73,6 +73,7 @@ export class ModelVersion {
       requestStartNs,
       ...queueParameters(req),
       cancellation: req.cancellation,
+      trace: req.trace,
     });
     const byName = new Map(produced.map((o) => [o.name, o]));
     // v.outputs: the requested outputs in request order (validated, no repeats), else all of them.

@@ -6,6 +6,7 @@ import { elementCount, elementSize, isDataType, splitBytes } from '../kernel/dat
 import { ServalError } from '../kernel/errors.js';
 import type { InferRequest } from '../kernel/types.js';
 import type { ScheduledInput } from '../scheduler/scheduler.js';
+import { withRawInput } from './raw_input.js';
 
 const dimsText = (d: readonly number[]): string => `[${d.join(',')}]`;
 
@@ -16,10 +17,11 @@ export interface ValidatedRequest {
   outputs: string[];
 }
 
-export function validateRequest(req: InferRequest, config: ResolvedModelConfig): ValidatedRequest {
+export function validateRequest(request: InferRequest, config: ResolvedModelConfig): ValidatedRequest {
   const model = config.name;
-  const tag = `[request id: ${req.id || '<id_unknown>'}] `;
+  const tag = `[request id: ${request.id || '<id_unknown>'}] `;
   const fail = (msg: string): ServalError => ServalError.invalidArg(tag + msg);
+  const req = request.rawInput ? withRawInput(request, config, fail) : request;
   const maxBatch = config.maxBatchSize;
   const configInputs = config.inputs;
 
@@ -144,21 +146,13 @@ export function validateRequest(req: InferRequest, config: ResolvedModelConfig):
 }
 
 /**
- * The tensor parameters both protocols carry the same way, checked before the tensors are:
- * shared-memory regions (not supported yet) and the classification extension's top-k per output.
+ * The classification extension's top-k per output, checked before the tensors are. (Shared-memory
+ * parameters are the core's: core/shared_memory.ts has read those inputs before a request gets here.)
  */
 export function classCounts(req: InferRequest): Map<string, number> {
-  for (const inp of req.inputs) {
-    if (inp.parameters?.shared_memory_region !== undefined) {
-      throw ServalError.unsupported(`input '${inp.name}': shared memory inputs are not supported by this server`);
-    }
-  }
   const counts = new Map<string, number>();
   for (const o of req.outputs ?? []) {
     const p = o.parameters ?? {};
-    if (p.shared_memory_region !== undefined) {
-      throw ServalError.unsupported(`output '${o.name}': shared memory outputs are not supported by this server`);
-    }
     const cls = p.classification;
     if (cls === undefined) continue;
     if (typeof cls !== 'number' || !Number.isInteger(cls) || cls < 0) {

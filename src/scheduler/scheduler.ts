@@ -6,6 +6,7 @@ import type { BatchingPolicy } from '../config/resolved.js';
 import type { Cancellation } from '../kernel/cancel.js';
 import { type DataType, elementCount } from '../kernel/datatypes.js';
 import { asServalError, ServalError } from '../kernel/errors.js';
+import type { RequestTrace } from '../kernel/trace.js';
 import type { FailureReason, ModelStats, RequestTiming } from '../stats/model_stats.js';
 import { type Entry, PriorityQueue } from './queue.js';
 
@@ -36,6 +37,8 @@ export interface SchedulerRequest {
   /** Request parameter `timeout`, in microseconds (0 = none). */
   timeoutUs?: number;
   cancellation?: Cancellation;
+  /** A sampled request: the scheduler stamps its queue and compute times (and tensors) on it. */
+  trace?: RequestTrace;
 }
 
 /** What a batch is assembled from: each request's inputs in the same (model) order. */
@@ -104,6 +107,7 @@ export class Scheduler {
         return;
       }
       req.cancellation?.onCancel(() => this.cancel(item));
+      if (req.trace?.tensors) for (const t of req.inputs) req.trace.tensor('TENSOR_QUEUE_INPUT', t.name, t.datatype, t.shape, t.data);
       item.seq = this.nextSeq++;
       this.stats.pending += 1;
       this.dispatch();
@@ -130,6 +134,7 @@ export class Scheduler {
   /** A request that leaves the queue without executing. */
   private fail(item: Queued, err: ServalError, reason: FailureReason): void {
     item.req.cancellation?.onCancel(undefined);
+    item.req.trace?.stamp('QUEUE_START', item.queueStartNs);
     this.stats.pending -= 1;
     this.stats.recordFailure(item.req.requestStartNs, now(), reason);
     item.reject(err);
@@ -289,10 +294,30 @@ export class Scheduler {
       this.stats.pending -= 1;
       this.stats.recordSuccess(Math.max(1, q.req.batchSize), timing, end);
       // The batch computed the union of its requests' outputs; each gets only its own.
-      const mine = perRequest[i]!;
-      q.resolve(mine.length === q.req.outputs.length ? mine : mine.filter((o) => q.req.outputs.includes(o.name)));
+      const all = perRequest[i]!;
+      const mine = all.length === q.req.outputs.length ? all : all.filter((o) => q.req.outputs.includes(o.name));
+      if (q.req.trace) traceExecution(q.req.trace, timing, end, mine);
+      q.resolve(mine);
     });
   }
+}
+
+/**
+ * A sampled request's queue and compute timestamps, from the times the scheduler already took and
+ * the durations the instance measured: compute input ends computeInputNs after compute starts,
+ * output starts computeInferNs later, compute ends computeOutputNs after that (never after the
+ * result was back on this thread).
+ */
+function traceExecution(trace: RequestTrace, t: RequestTiming, endNs: bigint, outputs: readonly ScheduledOutput[]): void {
+  const at = (ns: bigint): bigint => (ns < endNs ? ns : endNs);
+  const inputEnd = at(t.computeStartNs + BigInt(Math.round(t.computeInputNs)));
+  const outputStart = at(inputEnd + BigInt(Math.round(t.computeInferNs)));
+  trace.stamp('QUEUE_START', t.queueStartNs);
+  trace.stamp('COMPUTE_START', t.computeStartNs);
+  trace.stamp('COMPUTE_INPUT_END', inputEnd);
+  trace.stamp('COMPUTE_OUTPUT_START', outputStart);
+  trace.stamp('COMPUTE_END', at(outputStart + BigInt(Math.round(t.computeOutputNs))));
+  if (trace.tensors) for (const o of outputs) trace.tensor('TENSOR_BACKEND_OUTPUT', o.name, o.datatype, o.shape, o.data);
 }
 
 /**

@@ -396,3 +396,22 @@ def explicit_server():
         yield managed.start()
     finally:
         managed.stop()
+
+
+# test_restricted.py: the groups Triton's own L0_http / L0_grpc restricted tests use.
+RESTRICTED_ARGS = (
+    "--http-restricted-api=model-repository:admin-key=admin-value",
+    "--http-restricted-api=inference,metadata:infer-key=infer-value",
+    "--grpc-restricted-protocol=model-repository:admin-key=admin-value",
+    "--grpc-restricted-protocol=inference,metadata:infer-key=infer-value",
+)
+
+
+@pytest.fixture(scope="module")
+def restricted_server():
+    """A server of our own started with RESTRICTED_ARGS (health stays open: readiness is probed)."""
+    managed = _ManagedServer(RESTRICTED_ARGS, log_name="serval-restricted.log")
+    try:
+        yield managed.start()
+    finally:
+        managed.stop()

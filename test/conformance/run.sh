@@ -62,7 +62,12 @@ if [[ -z "${SERVAL_URL_HTTP:-}${SERVAL_URL_GRPC:-}" && ! -f dist/src/cli.js ]]; 
   exit 1
 fi
 
-stage pytest .venv/bin/python -m pytest test/conformance \
+# Test files or node ids given after `--` replace the default (the whole folder).
+TARGET=(test/conformance)
+for a in "${PYTEST_EXTRA[@]}"; do
+  [[ "$a" == test/conformance/* ]] && TARGET=() && break
+done
+stage pytest .venv/bin/python -m pytest "${TARGET[@]}" \
   --junitxml=tmp/conformance/junit.xml "${PYTEST_EXTRA[@]}"
 
 if ((RUN_PERF)); then

@@ -78,10 +78,11 @@ PROTOCOLS = ["http", "grpc"]
 # (server/src/http_server.cc HttpCodeFromError) and the gRPC status code
 # (server/src/grpc: TRITONSERVER error code -> grpc::StatusCode).
 HTTP_STATUS = {"NOT_FOUND": "404", "INVALID_ARG": "400", "UNAVAILABLE": "503",
-               "UNSUPPORTED": "501", "INTERNAL": "500", "UNKNOWN": "400"}
+               "UNSUPPORTED": "501", "INTERNAL": "500", "UNKNOWN": "400", "ALREADY_EXISTS": "400"}
 GRPC_STATUS = {"NOT_FOUND": "StatusCode.NOT_FOUND", "INVALID_ARG": "StatusCode.INVALID_ARGUMENT",
                "UNAVAILABLE": "StatusCode.UNAVAILABLE", "UNSUPPORTED": "StatusCode.UNIMPLEMENTED",
-               "INTERNAL": "StatusCode.INTERNAL", "UNKNOWN": "StatusCode.UNKNOWN"}
+               "INTERNAL": "StatusCode.INTERNAL", "UNKNOWN": "StatusCode.UNKNOWN",
+               "ALREADY_EXISTS": "StatusCode.ALREADY_EXISTS"}
 
 
 def module_for(protocol: str):

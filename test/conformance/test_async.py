@@ -143,7 +143,7 @@ def test_aio_grpc_compression(server, grpc_url):
 
 def _start_stream(c, results):
     """Start a stream and probe it with one good request. A server without
-    ModelStreamInfer fails here (listed in known_failures.txt until it has it)."""
+    ModelStreamInfer fails here."""
     c.start_stream(callback=lambda result, error: results.put((result, error)))
     a = np.arange(16, dtype=np.int32).reshape(1, 16)
     try:

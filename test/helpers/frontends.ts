@@ -1,10 +1,12 @@
 // Helpers for the in-process front-end tests (test/unit/http_frontend.test.ts,
 // test/unit/grpc_frontend.test.ts): a captured logger and a fake CoreApi. Tensors as bytes are in
 // tensors.ts, the binary tensor extension in http.ts, the gRPC client in grpc.ts.
-import type { CoreApi } from '../../src/core/api.js';
+import type { CoreApi, SystemSharedMemoryStatus } from '../../src/core/api.js';
 import { ServalError } from '../../src/kernel/errors.js';
-import { createLogger, type Logger } from '../../src/kernel/log.js';
+import { createLogger, type Logger, type LogSettingsJson, type LogSettingsUpdate } from '../../src/kernel/log.js';
+import type { RequestTrace } from '../../src/kernel/trace.js';
 import type { InferRequest, InferResponse } from '../../src/kernel/types.js';
+import type { TraceSettingsJson, TraceSettingsUpdate } from '../../src/trace/settings.js';
 
 /** A logger whose lines (errors and warnings; verbose 0) are kept for the test to read. */
 export function capturedLogger(): { log: Logger; lines: string[] } {
@@ -16,6 +18,16 @@ const unused = (what: string) => (): never => {
   throw new Error(`fake core: ${what} was not expected to be called`);
 };
 
+/** The trace settings the fake core answers with, whatever it is asked. */
+export const FAKE_TRACE_SETTINGS: TraceSettingsJson = {
+  trace_level: ['TIMESTAMPS'],
+  trace_rate: '1',
+  trace_count: '-1',
+  log_frequency: '0',
+  trace_file: 'trace.json',
+  trace_mode: 'triton',
+};
+
 /**
  * A CoreApi that is not InferenceCore. Its `infer` and `modelMetadata` fail according to the
  * model name, so the front-ends' one error path can be driven with any kind of error:
@@ -25,10 +37,23 @@ const unused = (what: string) => (): never => {
  *   busy        → ServalError UNAVAILABLE
  *   invalid     → ServalError INVALID_ARG
  *   unsupported → ServalError UNSUPPORTED
- * Every call to `infer` is recorded in `requests`.
+ * Every call to `infer` is recorded in `requests`. Requests to model `traced` are traced (a
+ * RecordedTrace each, in `traces`) and answered with no outputs. Trace and log settings calls
+ * are recorded in `settingsCalls`; a model or log setting named like a case above fails that way.
+ * System shared memory regions live in `regions`;
+ * registering a region named after one of the cases above fails that way.
  */
-export function fakeCore(): CoreApi & { requests: InferRequest[] } {
+export function fakeCore(): CoreApi & {
+  requests: InferRequest[];
+  regions: Map<string, SystemSharedMemoryStatus>;
+  traces: RecordedTrace[];
+  settingsCalls: { kind: 'trace' | 'log'; model?: string; update?: TraceSettingsUpdate | LogSettingsUpdate }[];
+} {
   const requests: InferRequest[] = [];
+  const traces: RecordedTrace[] = [];
+  const settingsCalls: { kind: 'trace' | 'log'; model?: string; update?: TraceSettingsUpdate | LogSettingsUpdate }[] = [];
+  const failing = ['boom', 'internal', 'busy', 'invalid', 'unsupported'];
+  const regions = new Map<string, SystemSharedMemoryStatus>();
   const fail = (model: string, what: string): never => {
     switch (model) {
       case 'boom':
@@ -63,9 +88,70 @@ export function fakeCore(): CoreApi & { requests: InferRequest[] } {
     infer(req: InferRequest): Promise<InferResponse> {
       requests.push(req);
       if (req.modelName === 'boom_async') return Promise.reject(new Error('boom'));
+      if (req.modelName === 'traced') return Promise.resolve({ modelName: 'traced', modelVersion: '1', id: req.id, outputs: [] });
       return fail(req.modelName, 'infer');
     },
+    startTrace(model: string): RequestTrace | undefined {
+      if (model !== 'traced') return undefined;
+      const t = new RecordedTrace(traces.length + 1);
+      traces.push(t);
+      return t;
+    },
+    traceSettings(model: string, update?: TraceSettingsUpdate): TraceSettingsJson {
+      settingsCalls.push({ kind: 'trace', model, update });
+      if (failing.includes(model)) fail(model, 'trace setting');
+      return { ...FAKE_TRACE_SETTINGS, trace_level: [...FAKE_TRACE_SETTINGS.trace_level] };
+    },
+    logSettings(update?: LogSettingsUpdate): LogSettingsJson {
+      settingsCalls.push({ kind: 'log', update });
+      for (const key of Object.keys(update ?? {})) if (failing.includes(key)) fail(key, 'log setting');
+      return { log_file: '', log_info: true, log_warning: true, log_error: false, log_verbose_level: 3, log_format: 'ISO8601' };
+    },
+    registerSystemSharedMemory(name: string, key: string, offset: number, byteSize: number): void {
+      if (['boom', 'internal', 'busy', 'invalid', 'unsupported'].includes(name)) fail(name, 'register');
+      regions.set(name, { name, key, offset, byte_size: byteSize });
+    },
+    systemSharedMemoryStatus(name: string): SystemSharedMemoryStatus[] {
+      if (!name) return [...regions.values()];
+      const r = regions.get(name);
+      if (!r) throw ServalError.notFound(`Unable to find system shared memory region: '${name}'`);
+      return [r];
+    },
+    async unregisterSystemSharedMemory(name: string): Promise<void> {
+      if (name) regions.delete(name);
+      else regions.clear();
+    },
+    regions,
+    traces,
+    settingsCalls,
   };
+}
+
+/** A trace that keeps what the front-end stamped on it. */
+export class RecordedTrace implements RequestTrace {
+  readonly stamps: { name: string; ns: bigint }[] = [];
+  readonly tensorRecords: { activity: string; name: string; datatype: string; shape: number[]; bytes: number }[] = [];
+  modelRecord: { name: string; version: number; requestId: string } | undefined;
+  ended = 0;
+  constructor(
+    readonly id: number,
+    readonly tensors = false,
+  ) {}
+  model(name: string, version: number, requestId: string): void {
+    this.modelRecord = { name, version, requestId };
+  }
+  stamp(name: string, ns: bigint): void {
+    this.stamps.push({ name, ns });
+  }
+  tensor(activity: string, name: string, datatype: string, shape: readonly number[], data: Uint8Array): void {
+    this.tensorRecords.push({ activity, name, datatype, shape: [...shape], bytes: data.byteLength });
+  }
+  end(): void {
+    this.ended += 1;
+  }
+  names(): string[] {
+    return this.stamps.map((s) => s.name);
+  }
 }
 
 /** Lines of a captured log at level=error. */

@@ -38,7 +38,8 @@ export interface GrpcClient {
 
 let definition: protoLoader.PackageDefinition | undefined;
 
-function packageDefinition(): protoLoader.PackageDefinition {
+/** The server's proto files, loaded once as the server loads them (every gRPC test helper uses this). */
+export function packageDefinition(): protoLoader.PackageDefinition {
   definition ??= protoLoader.loadSync(['grpc_service.proto', 'health.proto'], {
     includeDirs: [PROTO_DIR],
     keepCase: true,

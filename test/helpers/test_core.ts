@@ -113,6 +113,7 @@ export async function startTestCore(
     async close() {
       core.stopAccepting();
       await repository.unloadAll();
+      await core.unregisterSystemSharedMemory('');
       rmSync(dir, { recursive: true, force: true });
     },
   };

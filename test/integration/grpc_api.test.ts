@@ -407,7 +407,7 @@ describe('errors, each followed by correct good requests', () => {
   });
 
   it('a call to an unimplemented method', async () => {
-    const e = await client.error('SystemSharedMemoryStatus', {});
+    const e = await client.error('CudaSharedMemoryStatus', {});
     expect(e.code).toBe(status.UNIMPLEMENTED);
   });
 });

@@ -578,11 +578,13 @@ describe('large messages', () => {
     expect(decodeResponse(res).outputs[0]!.raw!.equals(raw)).toBe(true);
   });
 
-  it(`rejects a body over --http-max-input-size with 413, and keeps serving`, async () => {
+  it(`rejects a body over --http-max-input-size with Triton's 400 and text, and keeps serving`, async () => {
     const n = MAX_INPUT / 4 + 1024;
     const res = await inferBinary(url, 'identity_fp32', [{ name: 'INPUT0', datatype: 'FP32', shape: [1, n], raw: Buffer.alloc(n * 4) }]);
-    expect(res.status).toBe(413);
-    expect(res.json().error).toMatch(/larger than the limit of 16777216 bytes/);
+    expect(res.status).toBe(400);
+    expect(res.json().error).toMatch(
+      /^Request body size of \d+ bytes exceeds the maximum allowed value of 16777216 bytes\. Use --http-max-input-size/,
+    );
     await expectSimpleWorks(url);
   });
 });

@@ -100,6 +100,19 @@ describe('src/ layering', () => {
     }
   });
 
+  it('the trace layer (trace extension state) depends on the kernel only, and only the core and the composition root use it', () => {
+    for (const [f, deps] of graph) {
+      const l = layer(f);
+      for (const d of deps) {
+        if (l === 'trace') expect(['trace', 'kernel'], `${path.relative(SRC, f)} imports ${path.relative(SRC, d)}`).toContain(layer(d));
+        if (layer(d) === 'trace' && l !== 'trace') {
+          // Front-ends see its types only through core/api.ts; the scheduler only kernel/trace.ts.
+          expect(['core', '(root)'], `${path.relative(SRC, f)} imports ${path.relative(SRC, d)}`).toContain(l);
+        }
+      }
+    }
+  });
+
   it('nothing outside src/backends/onnxruntime/ imports onnxruntime-node', () => {
     const ortDir = path.join(SRC, 'backends', 'onnxruntime') + path.sep;
     const importers = all.filter((f) => specifiers(f).some((s) => s === 'onnxruntime-node' || s.startsWith('onnxruntime-node/')));

@@ -311,7 +311,7 @@ describe('the gRPC front-end over a real core', () => {
       );
     });
 
-    it('shared_memory_region: UNIMPLEMENTED (12), Triton’s UNSUPPORTED', async () => {
+    it('shared_memory_region naming no registered region: NOT_FOUND (5)', async () => {
       const shm = { shared_memory_region: { string_param: 'region0' }, shared_memory_byte_size: { int64_param: '64' } };
       await expectInferError(
         {
@@ -321,13 +321,13 @@ describe('the gRPC front-end over a real core', () => {
             { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], contents: { int_contents: a } },
           ],
         },
-        12,
-        "input 'INPUT0': shared memory inputs are not supported by this server",
+        5,
+        "Unable to find shared memory region: 'region0'",
       );
       await expectInferError(
         simpleGrpcRequest(a, a, { outputs: [{ name: 'OUTPUT0', parameters: shm }] }),
-        12,
-        "output 'OUTPUT0': shared memory outputs are not supported by this server",
+        5,
+        "Unable to find shared memory region: 'region0'",
       );
     });
 
@@ -340,7 +340,7 @@ describe('the gRPC front-end over a real core', () => {
     });
 
     it('a method the server does not implement: UNIMPLEMENTED (12)', async () => {
-      const e = await client.error('SystemSharedMemoryStatus', {});
+      const e = await client.error('CudaSharedMemoryStatus', {});
       expect(e.code).toBe(status.UNIMPLEMENTED);
     });
   });

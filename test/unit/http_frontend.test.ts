@@ -478,17 +478,17 @@ describe('the HTTP front-end over a real core', () => {
       );
     });
 
-    it('shared_memory_region: 501 UNSUPPORTED', async () => {
+    it('shared_memory_region naming no registered region: 404 (shared_memory.test.ts has the rest)', async () => {
       const shm = { shared_memory_region: 'region0', shared_memory_byte_size: 64 };
       expectError(
         await inferJson(app, 'simple', { inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 16], parameters: shm }, good()[1]] }),
-        501,
-        "input 'INPUT0': shared memory inputs are not supported by this server",
+        404,
+        "Unable to find shared memory region: 'region0'",
       );
       expectError(
         await inferJson(app, 'simple', { inputs: good(), outputs: [{ name: 'OUTPUT0', parameters: shm }] }),
-        501,
-        "output 'OUTPUT0': shared memory outputs are not supported by this server",
+        404,
+        "Unable to find shared memory region: 'region0'",
       );
     });
 
@@ -523,7 +523,7 @@ describe('the HTTP front-end over a real core', () => {
     });
   });
 
-  it('a body over maxInputSize is refused with 413; one of exactly maxInputSize is served', async () => {
+  it('a body over maxInputSize is refused with Triton’s 400 and text; one of exactly maxInputSize is served', async () => {
     const body = Buffer.from(JSON.stringify({ inputs: simpleJsonInputs(range(16), range(16)) }));
     const logged = capturedLogger();
     const small = buildHttpServer(t.core, logged.log, { maxInputSize: body.byteLength });
@@ -533,7 +533,12 @@ describe('the HTTP front-end over a real core', () => {
       const big = await post(small, '/v2/models/simple/infer', Buffer.concat([body, Buffer.from(' ')]), {
         'content-type': 'application/json',
       });
-      expectError(big, 413, `request body is larger than the limit of ${body.byteLength} bytes (--http-max-input-size)`);
+      expectError(
+        big,
+        400,
+        `Request JSON size of ${body.byteLength + 1} bytes exceeds the maximum allowed value of ${body.byteLength} bytes. ` +
+          'Use --http-max-input-size to increase the limit.',
+      );
       // And it keeps serving.
       expect((await post(small, '/v2/models/simple/infer', body)).statusCode).toBe(200);
       expect(logged.lines).toEqual([]);

@@ -271,14 +271,13 @@ describe('request parameters both protocols carry', () => {
     }
   });
 
-  it('refuses shared-memory inputs and outputs as unsupported, naming the tensor', () => {
-    const shm = { shared_memory_region: 'r' };
-    const a = expectServalError(() =>
-      classCounts(req([], [{ name: 'A', datatype: 'INT32', shape: [1], data: new Uint8Array(0), parameters: shm }])),
+  it('leaves shared-memory parameters to the core (they are read before the model checks a request)', () => {
+    const shm = { shared_memory_region: 'r', shared_memory_byte_size: 4 };
+    const r = req(
+      [{ name: 'O', parameters: shm }],
+      [{ name: 'A', datatype: 'INT32', shape: [1], data: new Uint8Array(4), parameters: shm }],
     );
-    expect([a.code, a.message]).toEqual(['UNSUPPORTED', "input 'A': shared memory inputs are not supported by this server"]);
-    const b = expectServalError(() => classCounts(req([{ name: 'O', parameters: shm }])));
-    expect([b.code, b.message]).toEqual(['UNSUPPORTED', "output 'O': shared memory outputs are not supported by this server"]);
+    expect(classCounts(r)).toEqual(new Map());
   });
 
   it('reads priority and timeout as non-negative integers', () => {

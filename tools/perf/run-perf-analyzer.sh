@@ -19,7 +19,6 @@
 #   PA_MEASUREMENT_INTERVAL  ms per measurement window          (default 1000)
 #   PA_STABILITY             -s stability threshold, percent    (default 50)
 #   PA_MAX_TRIALS            -r max windows per load level       (default 10)
-#   PA_STREAMING=1           also run --streaming (gRPC ModelStreamInfer)
 #   PA_RUN_TIMEOUT           seconds before a run is killed (default 120)
 #   PERF_ANALYZER            binary (default .venv/bin/perf_analyzer)
 set -uo pipefail
@@ -122,12 +121,20 @@ run grpc_image_classifier grpc -m image_classifier -b 1 --concurrency-range 2
 run grpc_simple_compressed grpc -m simple --grpc-compression-algorithm gzip --concurrency-range 2
 # HTTP with JSON tensors instead of the binary tensor extension.
 run http_simple_json_tensors http -m simple --input-tensor-format json --output-tensor-format json --concurrency-range 2
-if [[ "${PA_STREAMING:-0}" == 1 ]]; then
-  run grpc_simple_streaming grpc -m simple --streaming --concurrency-range 2
-fi
+# gRPC bidirectional streaming (ModelStreamInfer): concurrency N keeps N requests in flight on
+# one stream; outputs validated against the JSON file; and a dynamic-batching model.
+run grpc_simple_streaming_input_json grpc -m simple --streaming --input-data "$INPUT_JSON" --concurrency-range 4
+run grpc_ranker_mlp_streaming grpc -m ranker_mlp --streaming -b 4 --concurrency-range 8
 if grep -qx system_shared_memory <<<"$EXTENSIONS"; then
-  run grpc_simple_shm grpc -m simple --shared-memory system --concurrency-range 2
-  run http_simple_shm http -m simple --shared-memory system --concurrency-range 2
+  # Inputs and outputs in system shared memory, the inputs from the JSON file. Its
+  # validation_data is left out: perf_analyzer checks the outputs the response carries, and an
+  # output in shared memory carries none (against Triton too), so validation always fails.
+  # test/conformance/test_shared_memory.py checks what lands in the output regions.
+  SHM_JSON="$LOG_DIR/simple_input_data_only.json"
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d.pop("validation_data"); json.dump(d, open(sys.argv[2], "w"))' \
+    "$INPUT_JSON" "$SHM_JSON"
+  run grpc_simple_shm grpc -m simple --shared-memory system --input-data "$SHM_JSON" --concurrency-range 2
+  run http_simple_shm http -m simple --shared-memory system --input-data "$SHM_JSON" --concurrency-range 2
 fi
 
 echo

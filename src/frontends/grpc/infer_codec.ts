@@ -143,11 +143,16 @@ function hasAny(c: GrpcTensorContents): boolean {
 export function decodeGrpcInfer(msg: GrpcInferRequest): InferRequest {
   const raws = msg.raw_input_contents ?? [];
   const inputs = msg.inputs ?? [];
-  if (raws.length && raws.length !== inputs.length) {
+  // As in Triton, raw_input_contents are the data of the inputs that are not in shared memory, in order.
+  const inShm = inputs.map((inp) => inp.parameters?.shared_memory_region !== undefined);
+  const rawTaking = inShm.filter((s) => !s).length;
+  if (raws.length && raws.length !== rawTaking) {
+    const which = rawTaking === inputs.length ? 'inputs' : 'inputs outside shared memory';
     throw bad(
-      `raw_input_contents has ${raws.length} entries but the request has ${inputs.length} inputs; give raw contents for every input or for none`,
+      `raw_input_contents has ${raws.length} entries but the request has ${rawTaking} ${which}; give raw contents for every input or for none`,
     );
   }
+  let nextRaw = 0;
   return {
     modelName: msg.model_name,
     modelVersion: msg.model_version ?? '',
@@ -157,14 +162,17 @@ export function decodeGrpcInfer(msg: GrpcInferRequest): InferRequest {
       const p = params(inp.parameters);
       const shape = inp.shape.map((d) => Number(d));
       let data: Uint8Array;
-      if (p.shared_memory_region !== undefined) {
+      if (inShm[i]) {
         // The data lies in a registered region; the core reads (or refuses) it.
+        if (inp.contents && hasAny(inp.contents)) {
+          throw bad(`unexpected 'content' provided when using shared memory for input tensor '${inp.name}' for model '${msg.model_name}'`);
+        }
         data = new Uint8Array(0);
       } else if (raws.length) {
         if (inp.contents && hasAny(inp.contents)) {
           throw bad(`input '${inp.name}' has both typed contents and raw_input_contents`);
         }
-        data = raws[i]!;
+        data = raws[nextRaw++]!;
       } else {
         if (!isDataType(inp.datatype)) throw bad(`input '${inp.name}' has unknown datatype '${inp.datatype}'`);
         data = contentsToRaw(inp.datatype, inp.contents ?? {}, inp.name);

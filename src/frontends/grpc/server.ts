@@ -6,6 +6,7 @@ import { Cancellation } from '../../kernel/cancel.js';
 import { asServalError, grpcStatus, ServalError } from '../../kernel/errors.js';
 import type { Logger } from '../../kernel/log.js';
 import { protoDir } from '../../kernel/paths.js';
+import { type Restrictions, restrictedAddService } from '../restricted.js';
 import type { HealthHandlers } from './generated/grpc/health/v1/Health.js';
 import type { HealthCheckRequest__Output } from './generated/grpc/health/v1/HealthCheckRequest.js';
 import type { ProtoGrpcType } from './generated/grpc_service.js';
@@ -22,6 +23,9 @@ import type { RepositoryIndexRequest__Output } from './generated/inference/Repos
 import type { RepositoryModelLoadRequest__Output } from './generated/inference/RepositoryModelLoadRequest.js';
 import type { RepositoryModelUnloadRequest__Output } from './generated/inference/RepositoryModelUnloadRequest.js';
 import { decodeGrpcInfer, encodeGrpcInfer } from './infer_codec.js';
+import { sharedMemoryHandlers } from './shared_memory.js';
+import { streamInfer } from './stream.js';
+import { grpcInferTrace, grpcTraceSending, traceLoggingHandlers } from './trace_logging.js';
 
 // Triton accepts messages up to 2 GiB; grpc-js defaults to 4 MiB.
 const MAX_MESSAGE = 2 ** 31 - 1;
@@ -77,18 +81,28 @@ function repositoryParams(m: Record<string, ModelRepositoryParameter__Output>): 
 export interface GrpcServer {
   server: grpc.Server;
   port: number;
+  /** Graceful stop: open streams end once their in-flight requests are answered, then tryShutdown. */
+  shutdown(): Promise<void>;
 }
 
-export async function startGrpcServer(core: CoreApi, log: Logger, host: string, port: number): Promise<GrpcServer> {
+export async function startGrpcServer(
+  core: CoreApi,
+  log: Logger,
+  host: string,
+  port: number,
+  opts: { restrictions?: Restrictions } = {},
+): Promise<GrpcServer> {
   const unary = unaryWith(log);
+  const streams = streamInfer(core, log);
   const pkg = loadDefinitions();
   const server = new grpc.Server({
     'grpc.max_receive_message_length': MAX_MESSAGE,
     'grpc.max_send_message_length': MAX_MESSAGE,
   });
 
-  // Methods left out (streaming, shared memory, trace, logging) answer UNIMPLEMENTED (grpc-js).
-  server.addService(pkg.inference.GRPCInferenceService.service, {
+  // Every service goes through this: --grpc-restricted-protocol guards its methods by name.
+  const addService = restrictedAddService(server, opts.restrictions);
+  addService(pkg.inference.GRPCInferenceService.service, {
     ServerLive: unary(() => ({ live: core.isLive() })),
     ServerReady: unary(() => ({ ready: core.isReady() })),
     ModelReady: unary((r: ModelReadyRequest__Output) => ({ ready: core.isModelReady(r.name, r.version) })),
@@ -107,16 +121,31 @@ export async function startGrpcServer(core: CoreApi, log: Logger, host: string, 
       await core.unloadModel(r.model_name);
       return {};
     }),
+    ModelStreamInfer: streams.handler,
+    ...sharedMemoryHandlers(core, unary),
+    ...traceLoggingHandlers(core, unary),
     ModelInfer: unary(async (r: ModelInferRequest__Output, call) => {
-      const req = decodeGrpcInfer(r);
-      const cancellation = new Cancellation();
-      call.once('cancelled', () => cancellation.cancel());
-      req.cancellation = cancellation;
-      return encodeGrpcInfer(await core.infer(req));
+      const trace = grpcInferTrace(core, r.model_name);
+      try {
+        const req = decodeGrpcInfer(r);
+        const cancellation = new Cancellation();
+        call.once('cancelled', () => cancellation.cancel());
+        req.cancellation = cancellation;
+        if (!trace) return encodeGrpcInfer(await core.infer(req));
+        req.trace = trace;
+        const res = await core.infer(req);
+        trace.stamp('INFER_RESPONSE_COMPLETE', process.hrtime.bigint());
+        const encoded = encodeGrpcInfer(res);
+        grpcTraceSending(trace);
+        return encoded;
+      } catch (e) {
+        trace?.end();
+        throw e;
+      }
     }),
   } satisfies Partial<GRPCInferenceServiceHandlers>);
 
-  server.addService(pkg.grpc.health.v1.Health.service, {
+  addService(pkg.grpc.health.v1.Health.service, {
     Check: unary((r: HealthCheckRequest__Output) => {
       if (r.service !== '' && r.service !== 'inference.GRPCInferenceService') {
         throw ServalError.notFound(`unknown service '${r.service}'`);
@@ -129,5 +158,9 @@ export async function startGrpcServer(core: CoreApi, log: Logger, host: string, 
     server.bindAsync(`${host}:${port}`, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
   );
   log.debug('grpc server bound', { port: bound });
-  return { server, port: bound };
+  const shutdown = (): Promise<void> => {
+    streams.drain();
+    return new Promise<void>((r) => server.tryShutdown(() => r()));
+  };
+  return { server, port: bound, shutdown };
 }

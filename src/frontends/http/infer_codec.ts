@@ -38,6 +38,7 @@ export function decodeInferRequest(body: Buffer, headerLength: number | undefine
   if (headerLength !== undefined && (!Number.isInteger(headerLength) || headerLength < 0 || headerLength > body.byteLength)) {
     throw bad(`Inference-Header-Content-Length ${headerLength} is not a valid length for a request body of ${body.byteLength} bytes`);
   }
+  if (headerLength === 0) return decodeRawRequest(body, modelName, modelVersion);
   const jsonEnd = headerLength ?? body.byteLength;
   let doc: unknown;
   try {
@@ -67,6 +68,13 @@ export function decodeInferRequest(body: Buffer, headerLength: number | undefine
     let data: Uint8Array;
     if (p.shared_memory_region !== undefined) {
       // The data lies in a registered region; the core reads (or refuses) it.
+      if (raw.data !== undefined || p.binary_data_size !== undefined) {
+        const set = [raw.data !== undefined && "'data'", p.binary_data_size !== undefined && "'binary_data_size'"].filter(Boolean);
+        throw bad(
+          "Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', " +
+            `'shared_memory_region' in 'parameters'. But set ${set.join(' ')} 'shared_memory_region'`,
+        );
+      }
       data = new Uint8Array(0);
     } else if (p.binary_data_size !== undefined) {
       const size = p.binary_data_size;
@@ -107,6 +115,9 @@ export function decodeInferRequest(body: Buffer, headerLength: number | undefine
     outputs = doc.outputs.map((raw: unknown, i: number) => {
       if (!isObject(raw) || typeof raw.name !== 'string') throw bad(`outputs[${i}] must be an object with a string 'name'`);
       const p = params(raw.parameters, `output '${raw.name}'`);
+      if (p.shared_memory_region !== undefined && p.binary_data === true) {
+        throw bad("Output can't set both 'shared_memory_region' and 'binary_data'");
+      }
       const binary = p.binary_data === undefined ? binaryDefault : p.binary_data === true;
       if (binary) binaryOutputs.add(raw.name);
       return { name: raw.name, parameters: p };
@@ -116,6 +127,26 @@ export function decodeInferRequest(body: Buffer, headerLength: number | undefine
     request: { modelName, modelVersion, id, inputs, outputs, parameters: reqParams },
     binaryOutputs,
     binaryDefault,
+  };
+}
+
+/**
+ * Triton's raw binary request (Inference-Header-Content-Length: 0, no JSON): the whole body is the
+ * data of the model's single input; the core fills in its name, datatype and shape from the
+ * config. Every output comes back as binary data, as in Triton.
+ */
+function decodeRawRequest(body: Buffer, modelName: string, modelVersion: string): DecodedInfer {
+  return {
+    request: {
+      modelName,
+      modelVersion,
+      id: '',
+      inputs: [{ name: '', datatype: '', shape: [], data: body }],
+      parameters: {},
+      rawInput: true,
+    },
+    binaryOutputs: new Set(),
+    binaryDefault: true,
   };
 }
 
@@ -131,6 +162,8 @@ export function encodeInferResponse(res: InferResponse, decoded: DecodedInfer): 
   const outputs = res.outputs.map((o) => {
     const asBinary = decoded.binaryOutputs.has(o.name) || (!decoded.request.outputs?.length && decoded.binaryDefault);
     const base = { name: o.name, datatype: o.datatype, shape: o.shape };
+    // In the request's shared-memory region: Triton sends neither data nor binary_data_size.
+    if (o.sharedMemory) return base;
     if (asBinary) {
       binary.push(o.data);
       return { ...base, parameters: { binary_data_size: o.data.byteLength } as Record<string, ParamValue> };

@@ -7,32 +7,22 @@ import { Cancellation } from '../../kernel/cancel.js';
 import { httpStatus, ServalError } from '../../kernel/errors.js';
 import { encodeJson } from '../../kernel/json.js';
 import type { Logger } from '../../kernel/log.js';
+import { type Restrictions, restrictHttp } from '../restricted.js';
+import { decompress, jsonObjectBody, readBody } from './body.js';
 import { decodeInferRequest, encodeInferResponse } from './infer_codec.js';
+import { sharedMemoryRoutes } from './shared_memory.js';
+import { httpInferTracing, traceLoggingRoutes } from './trace_logging.js';
 
-const gunzip = promisify(zlib.gunzip);
-const inflate = promisify(zlib.inflate);
 const gzip = promisify(zlib.gzip);
 const deflate = promisify(zlib.deflate);
 
 export interface HttpOptions {
   maxInputSize: number;
+  /** --http-restricted-api groups (frontends/restricted.ts). */
+  restrictions?: Restrictions;
 }
 
 type ModelParams = { model: string; version?: string };
-
-async function decompress(req: FastifyRequest, body: Buffer): Promise<Buffer> {
-  const enc = String(req.headers['content-encoding'] ?? '')
-    .trim()
-    .toLowerCase();
-  if (!enc || enc === 'identity') return body;
-  try {
-    if (enc === 'gzip') return await gunzip(body);
-    if (enc === 'deflate') return await inflate(body);
-  } catch (e) {
-    throw ServalError.invalidArg(`failed to decompress the request body (Content-Encoding: ${enc}): ${(e as Error).message}`);
-  }
-  throw ServalError.unsupported(`unsupported Content-Encoding '${enc}'; supported: gzip, deflate`);
-}
 
 /** Picks gzip or deflate when the client accepts it (tritonclient's response compression). */
 export function acceptedEncoding(header: string | string[] | undefined): 'gzip' | 'deflate' | undefined {
@@ -51,49 +41,18 @@ export function acceptedEncoding(header: string | string[] | undefined): 'gzip' 
   return undefined;
 }
 
-/**
- * Reads a request body into one Buffer. An oversized body is still read to its end (and
- * discarded) before the 413 goes out: a client that is still sending would otherwise see a
- * broken pipe instead of the error. Past a generous cap the connection is dropped.
- */
-function readBody(
-  stream: NodeJS.ReadableStream & { destroy(): void },
-  limit: number,
-  done: (err: Error | null, body?: Buffer) => void,
-): void {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  let finished = false;
-  const tooLarge = (): Error =>
-    Object.assign(new Error(`request body is larger than the limit of ${limit} bytes (--http-max-input-size)`), { statusCode: 413 });
-  const finish = (err: Error | null, body?: Buffer): void => {
-    if (finished) return;
-    finished = true;
-    done(err, body);
-  };
-  stream.on('data', (chunk: Buffer) => {
-    size += chunk.byteLength;
-    if (size <= limit) chunks.push(chunk);
-    else if (chunks.length) chunks.length = 0;
-    if (size > 4 * limit + 64 * 1024 * 1024) {
-      stream.destroy();
-      finish(tooLarge());
-    }
-  });
-  stream.on('end', () => finish(size > limit ? tooLarge() : null, size > limit ? undefined : Buffer.concat(chunks, size)));
-  stream.on('error', (e: Error) => finish(Object.assign(e, { statusCode: 400 })));
-}
-
 export function buildHttpServer(core: CoreApi, log: Logger, opts: HttpOptions): FastifyInstance {
   // The `id` an inference request's body gave, for the log line of a fault: operators match it
   // with the client's own request id (gRPC logs the same field as request_id).
   const inferenceIds = new WeakMap<FastifyRequest, string>();
   // bodyLimit is enforced by readBody; fastify's own check would answer before the body is read.
   const app = Fastify({ logger: false, bodyLimit: Number.MAX_SAFE_INTEGER, keepAliveTimeout: 60_000 });
+  // Before any route: a request to a restricted API without its header is refused unread.
+  restrictHttp(app, opts.restrictions);
 
   // Bodies are parsed by the routes themselves (binary extension, compression).
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', (_req, payload, done) => readBody(payload, opts.maxInputSize, done));
+  app.addContentTypeParser('*', (req, payload, done) => readBody(payload, req.headers, opts.maxInputSize, done));
 
   // The one error path: routes throw; ServalErrors map through the status table, fastify's own
   // errors (body too large, aborted upload) keep their status, anything else is a 500. Server
@@ -162,19 +121,12 @@ export function buildHttpServer(core: CoreApi, log: Logger, opts: HttpOptions): 
   app.get('/v2/models/:model/config', config);
   app.get('/v2/models/:model/versions/:version/config', config);
 
+  sharedMemoryRoutes(app, core);
+  traceLoggingRoutes(app, core, opts.maxInputSize);
+
   // Repository extension.
-  const jsonBody = async (req: FastifyRequest): Promise<Record<string, unknown>> => {
-    const raw = await decompress(req, (req.body as Buffer | undefined) ?? Buffer.alloc(0));
-    if (raw.byteLength === 0) return {};
-    let doc: unknown;
-    try {
-      doc = JSON.parse(raw.toString('utf8'));
-    } catch (e) {
-      throw ServalError.invalidArg(`failed to parse the request JSON: ${(e as Error).message}`);
-    }
-    if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) throw ServalError.invalidArg('the request JSON must be an object');
-    return doc as Record<string, unknown>;
-  };
+  const jsonBody = (req: FastifyRequest): Promise<Record<string, unknown>> =>
+    jsonObjectBody(req.headers, req.body as Buffer | undefined, opts.maxInputSize);
   const paramsOf = (doc: Record<string, unknown>): Record<string, unknown> => {
     const p = doc.parameters ?? {};
     if (typeof p !== 'object' || p === null || Array.isArray(p)) throw ServalError.invalidArg("'parameters' must be a JSON object");
@@ -204,19 +156,23 @@ export function buildHttpServer(core: CoreApi, log: Logger, opts: HttpOptions): 
     return reply.code(200).send();
   });
 
+  const tracing = httpInferTracing(core);
   const infer = async (req: FastifyRequest<{ Params: ModelParams }>, reply: FastifyReply) => {
+    const trace = tracing.received(req);
     // A client that disconnects while its request is decoded or queued cancels it.
     const cancellation = new Cancellation();
     reply.raw.once('close', () => {
       if (!reply.raw.writableFinished) cancellation.cancel();
     });
-    const raw = await decompress(req, (req.body as Buffer | undefined) ?? Buffer.alloc(0));
+    const raw = await decompress(req.headers, (req.body as Buffer | undefined) ?? Buffer.alloc(0), opts.maxInputSize);
     const hdr = req.headers['inference-header-content-length'];
     const headerLength = hdr === undefined ? undefined : Number(hdr);
     const decoded = decodeInferRequest(raw, headerLength, req.params.model, req.params.version ?? '');
     decoded.request.cancellation = cancellation;
+    if (trace) decoded.request.trace = trace;
     if (decoded.request.id) inferenceIds.set(req, decoded.request.id);
     const result = await core.infer(decoded.request);
+    trace?.stamp('INFER_RESPONSE_COMPLETE', process.hrtime.bigint());
     const encoded = encodeInferResponse(result, decoded);
     const first = encoded.chunks[0]!;
     let body: Buffer =
@@ -231,10 +187,11 @@ export function buildHttpServer(core: CoreApi, log: Logger, opts: HttpOptions): 
       body = enc === 'gzip' ? await gzip(body) : await deflate(body);
       reply.header('content-encoding', enc);
     }
+    if (trace) tracing.sending(req);
     return reply.send(body);
   };
-  app.post('/v2/models/:model/infer', infer);
-  app.post('/v2/models/:model/versions/:version/infer', infer);
+  app.post<{ Params: ModelParams }>('/v2/models/:model/infer', { onRequest: tracing.onRequest }, infer);
+  app.post<{ Params: ModelParams }>('/v2/models/:model/versions/:version/infer', { onRequest: tracing.onRequest }, infer);
 
   return app;
 }

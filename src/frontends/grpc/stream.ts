@@ -1,0 +1,236 @@
+// gRPC ModelStreamInfer: any number of ModelInferRequests on one bidirectional stream, each
+// answered in-band by a ModelStreamInferResponse carrying the request's id; a failed request gets
+// `error_message` and the stream goes on. Requests take the unary path: the same codec, then
+// core.infer (scheduler, dynamic batcher), several in flight at once.
+import type * as grpc from '@grpc/grpc-js';
+import type { CoreApi } from '../../core/api.js';
+import { Cancellation } from '../../kernel/cancel.js';
+import { asServalError, ServalError } from '../../kernel/errors.js';
+import type { Logger } from '../../kernel/log.js';
+import type { RequestTrace } from '../../kernel/trace.js';
+import type { InferRequest, InferResponse } from '../../kernel/types.js';
+import type { ModelInferRequest__Output } from './generated/inference/ModelInferRequest.js';
+import type { ModelStreamInferResponse } from './generated/inference/ModelStreamInferResponse.js';
+import { decodeGrpcInfer, encodeGrpcInfer } from './infer_codec.js';
+import { grpcInferTrace } from './trace_logging.js';
+
+export type StreamInferCall = grpc.ServerDuplexStream<ModelInferRequest__Output, ModelStreamInferResponse>;
+
+/** Triton's response parameter flagging the last response of a request. */
+export const FINAL_RESPONSE_PARAM = 'triton_final_response';
+/** Triton's request parameter asking for an empty final response (decoupled models). */
+export const EMPTY_FINAL_PARAM = 'triton_enable_empty_final_response';
+
+/**
+ * Where the responses of one request go. A model that is not decoupled answers exactly once,
+ * final. A decoupled model (not served yet) would call `response` any number of times, the last
+ * with `final`, or end with no response at all, which becomes an empty final response when the
+ * request set `triton_enable_empty_final_response` (see `StreamRequest.emptyFinal`).
+ */
+export interface ResponseSink {
+  response(res: InferResponse, final: boolean): void;
+  /** The request failed; nothing follows. */
+  error(e: unknown): void;
+}
+
+/** A request read off a stream, with the stream-only options Triton's front-end takes out of it. */
+export interface StreamRequest {
+  req: InferRequest;
+  /** `triton_enable_empty_final_response`: only decoupled models ever send an empty final response. */
+  emptyFinal: boolean;
+}
+
+export interface StreamInfer {
+  /** The ModelStreamInfer method: a plain grpc-js duplex handler, so wrappers can guard it. */
+  handler: grpc.handleBidiStreamingCall<ModelInferRequest__Output, ModelStreamInferResponse>;
+  /**
+   * Shutdown: stop waiting for clients. Every open stream ends (status OK) as soon as the
+   * responses of its in-flight requests are written, an idle one at once; otherwise an open
+   * stream would hold grpc-js' tryShutdown until the client closed it.
+   */
+  drain(): void;
+}
+
+/** Decodes with the unary codec and takes out the stream-only parameter (Triton does not pass it on). */
+export function decodeStreamRequest(msg: ModelInferRequest__Output): StreamRequest {
+  const req = decodeGrpcInfer(msg);
+  const v = req.parameters[EMPTY_FINAL_PARAM];
+  if (v === undefined) return { req, emptyFinal: false };
+  if (typeof v !== 'boolean') {
+    throw ServalError.invalidArg(`invalid value type for '${EMPTY_FINAL_PARAM}' parameter, expected bool_param.`);
+  }
+  delete req.parameters[EMPTY_FINAL_PARAM];
+  return { req, emptyFinal: v };
+}
+
+/** A successful response as Triton streams it: every one carries triton_final_response. */
+function okMessage(res: InferResponse, final: boolean): ModelStreamInferResponse {
+  const infer_response = encodeGrpcInfer(res);
+  infer_response.parameters = { ...infer_response.parameters, [FINAL_RESPONSE_PARAM]: { bool_param: final } };
+  return { error_message: '', infer_response };
+}
+
+/** A failed request: Triton clears infer_response and puts back only the id, so the client knows which one failed. */
+function errorMessage(id: string, message: string): ModelStreamInferResponse {
+  return { error_message: message, infer_response: { id } };
+}
+
+/** A request's place in the stream's response order; `trace` when the trace extension sampled it. */
+interface Slot {
+  message: ModelStreamInferResponse | undefined;
+  trace: RequestTrace | undefined;
+}
+
+const now = (): bigint => process.hrtime.bigint();
+
+/** One open stream. */
+class InferStream {
+  /**
+   * Responses of non-decoupled requests leave in the order the requests arrived, as Triton
+   * writes them: a slot per request, written once it and every slot before it are filled.
+   */
+  private readonly order: Slot[] = [];
+  /** Requests the core holds, cancelled together when the client goes away. */
+  private readonly inflight = new Set<Cancellation>();
+  private readEnded = false;
+  private draining = false;
+  private closed = false;
+
+  constructor(
+    private readonly call: StreamInferCall,
+    private readonly core: CoreApi,
+    private readonly log: Logger,
+    private readonly onClosed: (s: InferStream) => void,
+  ) {
+    call.on('data', (msg: ModelInferRequest__Output) => this.onRequest(msg));
+    // Half-close: answer what is in flight, then end the stream.
+    call.on('end', () => {
+      this.readEnded = true;
+      this.maybeEnd();
+    });
+    // grpc-js emits 'cancelled' after a normal end too; by then nothing is in flight.
+    call.on('cancelled', () => this.abort());
+    call.on('error', () => this.abort());
+  }
+
+  drain(): void {
+    this.draining = true;
+    this.maybeEnd();
+  }
+
+  private onRequest(msg: ModelInferRequest__Output): void {
+    if (this.closed) return;
+    const id = msg.id ?? '';
+    const trace = grpcInferTrace(this.core, msg.model_name);
+    const sink = this.orderedSink(id, trace);
+    let decoded: StreamRequest;
+    try {
+      decoded = decodeStreamRequest(msg);
+    } catch (e) {
+      sink.error(e);
+      return;
+    }
+    const { req } = decoded;
+    const cancellation = new Cancellation();
+    req.cancellation = cancellation;
+    if (trace) req.trace = trace;
+    let result: Promise<InferResponse>;
+    try {
+      result = this.core.infer(req);
+    } catch (e) {
+      // A CoreApi may throw rather than reject; either way it is this request's answer.
+      sink.error(e);
+      return;
+    }
+    this.inflight.add(cancellation);
+    result.then(
+      (res) => {
+        this.inflight.delete(cancellation);
+        sink.response(res, true);
+      },
+      (e: unknown) => {
+        this.inflight.delete(cancellation);
+        sink.error(e);
+      },
+    );
+  }
+
+  private orderedSink(id: string, trace: RequestTrace | undefined): ResponseSink {
+    const slot: Slot = { message: undefined, trace };
+    this.order.push(slot);
+    return {
+      response: (res, final) => {
+        trace?.stamp('INFER_RESPONSE_COMPLETE', now());
+        slot.message = okMessage(res, final);
+        this.settled(slot);
+      },
+      error: (e) => {
+        const err = asServalError(e);
+        if (err.code === 'INTERNAL') {
+          this.log.error('grpc request failed', {
+            method: this.call.getPath(),
+            request_id: id,
+            error: e instanceof Error ? (e.stack ?? e.message) : String(e),
+          });
+        }
+        slot.message = errorMessage(id, err.message);
+        this.settled(slot);
+      },
+    };
+  }
+
+  /** A request has its answer: written in turn, or, on a stream the client left, only its trace ends. */
+  private settled(slot: Slot): void {
+    if (this.closed) slot.trace?.end();
+    else this.flush();
+  }
+
+  private flush(): void {
+    if (this.closed) return;
+    for (let next = this.order[0]; next?.message !== undefined; next = this.order[0]) {
+      this.order.shift();
+      next.trace?.stamp('GRPC_SEND_START', now());
+      this.call.write(next.message);
+      if (next.trace) {
+        next.trace.stamp('GRPC_SEND_END', now());
+        next.trace.end();
+      }
+    }
+    this.maybeEnd();
+  }
+
+  private maybeEnd(): void {
+    if (this.closed || !(this.readEnded || this.draining)) return;
+    if (this.inflight.size > 0 || this.order.length > 0) return;
+    this.closed = true;
+    this.onClosed(this);
+    this.call.end();
+  }
+
+  /** The client cancelled or the call failed: drop what is still queued; nothing more is written. */
+  private abort(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.onClosed(this);
+    // Answered but unsent responses are dropped; their traces still end (the rest end as they settle).
+    for (const slot of this.order) if (slot.message) slot.trace?.end();
+    this.order.length = 0;
+    for (const c of this.inflight) c.cancel();
+  }
+}
+
+export function streamInfer(core: CoreApi, log: Logger): StreamInfer {
+  const open = new Set<InferStream>();
+  let draining = false;
+  return {
+    handler: (call) => {
+      const s = new InferStream(call, core, log, (closed) => open.delete(closed));
+      open.add(s);
+      if (draining) s.drain();
+    },
+    drain: () => {
+      draining = true;
+      for (const s of [...open]) s.drain();
+    },
+  };
+}
