@@ -17,6 +17,8 @@ export interface ServerOptions {
   allowHttp: boolean;
   allowGrpc: boolean;
   allowMetrics: boolean;
+  /** The live dashboard at GET /dashboard on the HTTP port. */
+  allowDashboard: boolean;
   allowCpuMetrics: boolean;
   /** Accepted for tritonserver compatibility; Serval has no GPU metrics (no NVML/DCGM). */
   allowGpuMetrics: boolean;
@@ -43,6 +45,8 @@ export interface ServerOptions {
   /** `API_1,API_2:KEY=VALUE` groups, as given (parsed by frontends/restricted.ts). */
   httpRestrictedApi: string[];
   grpcRestrictedProtocol: string[];
+  /** `--backend-config=BACKEND,SETTING=VALUE` entries, as given (builtin_backends.ts reads them). */
+  backendConfig: string[];
 }
 
 export const DEFAULTS: ServerOptions = {
@@ -56,6 +60,7 @@ export const DEFAULTS: ServerOptions = {
   allowHttp: true,
   allowGrpc: true,
   allowMetrics: true,
+  allowDashboard: true,
   allowCpuMetrics: true,
   allowGpuMetrics: true,
   logVerbose: 0,
@@ -78,6 +83,7 @@ export const DEFAULTS: ServerOptions = {
   disableAutoCompleteConfig: false,
   httpRestrictedApi: [],
   grpcRestrictedProtocol: [],
+  backendConfig: [],
 };
 
 type Kind = 'string' | 'list' | 'int' | 'bool' | 'mode';
@@ -93,6 +99,7 @@ const FLAGS: Record<string, [keyof ServerOptions, Kind]> = {
   'allow-http': ['allowHttp', 'bool'],
   'allow-grpc': ['allowGrpc', 'bool'],
   'allow-metrics': ['allowMetrics', 'bool'],
+  'allow-dashboard': ['allowDashboard', 'bool'],
   'allow-cpu-metrics': ['allowCpuMetrics', 'bool'],
   'allow-gpu-metrics': ['allowGpuMetrics', 'bool'],
   'log-verbose': ['logVerbose', 'int'],
@@ -115,6 +122,7 @@ const FLAGS: Record<string, [keyof ServerOptions, Kind]> = {
   'disable-auto-complete-config': ['disableAutoCompleteConfig', 'bool'],
   'http-restricted-api': ['httpRestrictedApi', 'list'],
   'grpc-restricted-protocol': ['grpcRestrictedProtocol', 'list'],
+  'backend-config': ['backendConfig', 'list'],
 };
 
 export class UsageError extends Error {}
@@ -199,6 +207,7 @@ export function parseArgs(argv: string[]): ServerOptions & { help: boolean } {
     httpRestrictedApi: [],
     grpcRestrictedProtocol: [],
     traceConfig: [],
+    backendConfig: [],
   };
   if (settingsFile) {
     let doc: unknown;
@@ -217,6 +226,7 @@ export function parseArgs(argv: string[]): ServerOptions & { help: boolean } {
   if (cli.some(([f]) => f === 'load-model')) opts.loadModels = [];
   if (cli.some(([f]) => f === 'http-restricted-api')) opts.httpRestrictedApi = [];
   if (cli.some(([f]) => f === 'grpc-restricted-protocol')) opts.grpcRestrictedProtocol = [];
+  if (cli.some(([f]) => f === 'backend-config')) opts.backendConfig = [];
   if (cli.some(([f]) => f === 'trace-config' || f in LEGACY_TRACE)) opts.traceConfig = [];
   for (const [f, v] of cli) apply(opts, f, v);
   // Checked here so a bad group fails at start-up with tritonserver's message.
@@ -246,6 +256,7 @@ export const USAGE = `Usage: serval --model-repository PATH [options]
   --allow-http BOOL          serve HTTP (default true)
   --allow-grpc BOOL          serve gRPC (default true)
   --allow-metrics BOOL       serve metrics (default true)
+  --allow-dashboard BOOL     serve the live dashboard at /dashboard on the HTTP port (default true)
   --allow-cpu-metrics BOOL   serve nv_cpu_utilization / nv_cpu_memory_* (default true)
   --allow-gpu-metrics BOOL   accepted; Serval reports no GPU metrics
   --metrics-interval-ms N    how often the per-interval (CPU) metrics are sampled (default 2000)
@@ -271,6 +282,9 @@ export const USAGE = `Usage: serval --model-repository PATH [options]
   --repository-poll-secs N   poll period in poll mode (default 15)
   --load-model NAME          explicit mode: load this model at start-up (repeatable, * = all)
   --disable-auto-complete-config   use config.pbtxt as written (no filling from model.onnx)
+  --backend-config python,interpreter=PATH
+                             the Python that runs Python models (default: the project's .venv,
+                             else python3; a model's EXECUTION_ENV_PATH parameter wins)
   --strict-model-config BOOL same as --disable-auto-complete-config (tritonserver's older name)
   --http-restricted-api API[,API...]:KEY=VALUE
                              HTTP requests to these API groups need header KEY: VALUE (repeatable,

@@ -19,6 +19,7 @@ import { TraceManager } from './trace/trace_manager.js';
 
 export const EXTENSIONS = [
   'classification',
+  'sequence',
   'model_repository',
   'model_repository(unload_dependents)',
   'schedule_policy',
@@ -64,11 +65,17 @@ export async function startServer(
   logging?: LogControl,
 ): Promise<RunningServer> {
   if (opts.modelRepositories.length === 0) throw new StartupError('--model-repository must be specified');
+  let backends: ReturnType<typeof builtinBackends>;
+  try {
+    backends = builtinBackends({ log, backendConfig: opts.backendConfig });
+  } catch (e) {
+    throw new StartupError((e as Error).message);
+  }
   const repository = new ModelRepository(opts.modelRepositories, log, {
     mode: opts.modelControlMode,
     startupModels: opts.loadModels,
     autoComplete: !(opts.strictModelConfig || opts.disableAutoCompleteConfig),
-    backends: builtinBackends(),
+    backends,
   });
   await repository.loadAll();
   const tracer = new TraceManager({ ...parseTraceConfig(opts.traceConfig), log });
@@ -110,6 +117,7 @@ export async function startServer(
       http = buildHttpServer(core, log, {
         maxInputSize: opts.httpMaxInputSize,
         restrictions: parseRestrictions(opts.httpRestrictedApi, 'http-restricted-api'),
+        dashboard: opts.allowDashboard,
       });
       await http.listen({ port: opts.httpPort, host: opts.httpAddress });
       const addr = http.server.address();

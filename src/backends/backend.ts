@@ -1,11 +1,12 @@
 // The backend seam. A backend says which model configs it takes, reads a model file's signature,
 // auto-completes a config from it, places instances, and starts them. An instance runs one
 // assembled batch at a time. The load pipeline (model/model_version.ts) and the scheduler see only
-// these types; a new backend is one folder under backends/ plus its line in registry.ts.
+// these types; a new backend is one folder under backends/ plus its line in builtin_backends.ts.
 import type { InstancePlacement, PlacedInstances } from '../config/resolved.js';
 import type { ModelSignature } from '../config/signature.js';
 import type { ModelConfig } from '../config/types.js';
 import type { DataType } from '../kernel/datatypes.js';
+import type { InferRequest, InferResponse, Params } from '../kernel/types.js';
 
 /** One tensor inside a reservation's buffer: `byteLength` bytes at `offset`. */
 export interface TensorSlot {
@@ -16,10 +17,26 @@ export interface TensorSlot {
   byteLength: number;
 }
 
+/**
+ * One request of a batch, for backends that answer each request on its own (Python): its share
+ * of every input follows the previous request's share in the same slot.
+ */
+export interface BatchRequest {
+  id: string;
+  parameters: Params;
+  /** 0 when the model does not batch. */
+  batchSize: number;
+  /** Bytes of each input (in `ExecLayout.inputs` order) that are this request's. */
+  inputBytes: number[];
+  outputs: string[];
+}
+
 /** Where the inputs of a batch lie in its reservation's buffer, and which outputs to compute. */
 export interface ExecLayout {
   inputs: TensorSlot[];
   outputs: string[];
+  /** The batch's requests in order (the scheduler always gives them; absent: one request). */
+  requests?: BatchRequest[];
 }
 
 /** One output of an execution; its bytes belong to the caller from then on. */
@@ -32,6 +49,12 @@ export interface ExecOutput {
 
 export interface ExecResult {
   outputs: ExecOutput[];
+  /**
+   * Set by a backend that answers each request of the batch on its own (Python): per request in
+   * `ExecLayout.requests` order, its outputs (its own batch size) or its error. `outputs` is then
+   * unused.
+   */
+  responses?: (ExecOutput[] | Error)[];
   /**
    * process.hrtime (ns) when the instance started the execution, where it can tell: a request
    * held inside a busy instance is still queued until then, as Triton counts it.
@@ -77,6 +100,14 @@ export interface ModelInstance {
   close(): Promise<void>;
 }
 
+/**
+ * What the server offers a running instance: inference on any model it serves (Python BLS), each
+ * request through that model's own checks and scheduler, as a client's would go.
+ */
+export interface InstanceHost {
+  infer(request: InferRequest): Promise<InferResponse>;
+}
+
 /** What a load needs to know about one model version. */
 export interface ModelFiles {
   /** The model's folder in the repository (config.pbtxt, labels, warmup/). */
@@ -94,15 +125,23 @@ export interface Backend<Settings = unknown> {
   readonly displayName: string;
   /** default_model_filename when the config gives none. */
   readonly defaultModelFilename: string;
-  /** Inputs and outputs of a model file, read once per load before anything starts. */
-  readSignature(files: ModelFiles): Promise<ModelSignature>;
+  /**
+   * Inputs and outputs of a model file, read once per load before anything starts. Undefined when
+   * the model has no file that declares them (Python): the config is then all there is.
+   */
+  readSignature(files: ModelFiles): Promise<ModelSignature | undefined>;
   /** A completed copy of `config` (never modifies it), as the backend's auto-complete does. */
-  autoComplete(config: ModelConfig, signature: ModelSignature): ModelConfig;
+  autoComplete(config: ModelConfig, signature: ModelSignature | undefined, files: ModelFiles): ModelConfig | Promise<ModelConfig>;
+  /**
+   * True when BYTES elements can only pass as UTF-8 text (ONNX Runtime's string tensors are JS
+   * strings): requests with other bytes are refused rather than answered with altered data.
+   */
+  readonly utf8BytesOnly?: boolean;
   /**
    * The instance groups as the config endpoints report them, one placement per instance, and the
    * settings every instance starts with. Throws, naming what is missing, when a placement cannot
    * be had here (a GPU, a runtime library).
    */
   placeInstances(config: ModelConfig): PlacedInstances<Settings>;
-  startInstance(placement: InstancePlacement, settings: Settings, files: ModelFiles): Promise<ModelInstance>;
+  startInstance(placement: InstancePlacement, settings: Settings, files: ModelFiles, host: InstanceHost): Promise<ModelInstance>;
 }

@@ -40,7 +40,8 @@ export class BackendRegistry {
   }
 
   private unsupported(model: string, what: string, value: string): ServalError {
-    const names = this.backends.map((b) => b.displayName).join(' and ');
+    const all = this.backends.map((b) => b.displayName);
+    const names = all.length > 1 ? `${all.slice(0, -1).join(', ')} and ${all.at(-1)}` : (all[0] ?? 'no');
     const how = this.backends.map((b) => [...b.platforms.map((p) => `platform "${p}"`), `backend "${b.name}"`].join(' or ')).join('; ');
     return ServalError.invalidArg(`model '${model}': unsupported ${what} '${value}'; Serval runs ${names} models only (${how})`);
   }

@@ -13,6 +13,7 @@ import type {
   ResolvedOutput,
   ResolvedTensor,
 } from './resolved.js';
+import { resolveSequenceBatching } from './sequence_config.js';
 import type { IoSignature, ModelSignature } from './signature.js';
 import type { ModelConfig, ModelInput, ModelOutput, ModelQueuePolicy } from './types.js';
 
@@ -21,6 +22,8 @@ export interface BackendFacts<Settings> {
   name: string;
   platforms: readonly string[];
   defaultModelFilename: string;
+  /** BYTES elements must be UTF-8 (the backend passes them as text). */
+  utf8BytesOnly?: boolean;
   /** The backend's instance placement for the (completed) config; throws when impossible. */
   placeInstances(config: ModelConfig): PlacedInstances<Settings>;
 }
@@ -29,7 +32,8 @@ export interface ResolveContext<Settings> {
   /** The model's folder name: the config's name must match it. */
   folderName: string;
   backend: BackendFacts<Settings>;
-  signature: ModelSignature;
+  /** The model file's inputs and outputs; undefined when the config is all there is (Python). */
+  signature: ModelSignature | undefined;
   /** Label files' lines, by label_filename, read by the caller. */
   labels: ReadonlyMap<string, string[]>;
 }
@@ -58,11 +62,10 @@ export function resolveConfig<Settings>(raw: ModelConfig, ctx: ResolveContext<Se
     throw bad(name, `max_batch_size must be a non-negative integer, got ${maxBatchSize}`);
   }
   config.version_policy ??= { latest: { num_versions: 1 } };
-  if (config.sequence_batching) {
-    throw ServalError.unsupported(`model '${name}': sequence_batching is not supported by Serval`);
-  }
-  if (config.ensemble_scheduling) {
-    throw ServalError.unsupported(`model '${name}': ensemble_scheduling is not supported by Serval`);
+  // Ensembles resolve here too (config/ensemble.ts checks their steps); the section on any other
+  // platform is Triton's error.
+  if (config.ensemble_scheduling && config.platform !== 'ensemble') {
+    throw ServalError.invalidArg(`ensemble scheduling cannot be set for model '${name}' whose platform is not ensemble`);
   }
   config.input ??= [];
   config.output ??= [];
@@ -75,13 +78,20 @@ export function resolveConfig<Settings>(raw: ModelConfig, ctx: ResolveContext<Se
   duplicates(name, 'input', inputs);
   duplicates(name, 'output', outputs);
   const batching = batchingPolicy(name, config);
+  const sequence = config.sequence_batching
+    ? resolveSequenceBatching(config, new Set(inputs.map((t) => t.name)), new Set(outputs.map((t) => t.name)))
+    : undefined;
   const placed = ctx.backend.placeInstances(config);
   config.instance_group = placed.groups;
-  checkSignature(name, maxBatchSize, inputs, outputs, ctx.signature);
+  // Sequence control and state tensors are model inputs/outputs that the sequence batcher feeds and reads.
+  const modelInputs = sequence ? [...inputs, ...sequence.modelInputs] : inputs;
+  const modelOutputs = sequence ? [...outputs, ...sequence.modelOutputs] : outputs;
+  if (ctx.signature) checkSignature(name, maxBatchSize, modelInputs, modelOutputs, ctx.signature);
   return {
     name,
     platform: config.platform ?? '',
     backend: config.backend,
+    utf8BytesOnly: ctx.backend.utf8BytesOnly ?? false,
     maxBatchSize,
     defaultModelFilename: config.default_model_filename,
     inputs,
@@ -89,6 +99,7 @@ export function resolveConfig<Settings>(raw: ModelConfig, ctx: ResolveContext<Se
     inputByName: new Map(inputs.map((t) => [t.name, t])),
     outputByName: new Map(outputs.map((t) => [t.name, t])),
     batching,
+    ...(sequence && { sequence: sequence.policy }),
     instances: placed.placements,
     instanceSettings: placed.settings,
     warmup: config.model_warmup ?? [],

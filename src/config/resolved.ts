@@ -74,6 +74,8 @@ export interface ResolvedModelConfig<Settings = unknown> {
   readonly name: string;
   readonly platform: string;
   readonly backend: string;
+  /** BYTES elements must be valid UTF-8: the backend passes them as text (ONNX Runtime). */
+  readonly utf8BytesOnly: boolean;
   /** 0 = the model does not batch: shapes have no batch dimension. */
   readonly maxBatchSize: number;
   readonly defaultModelFilename: string;
@@ -82,9 +84,52 @@ export interface ResolvedModelConfig<Settings = unknown> {
   readonly inputByName: ReadonlyMap<string, ResolvedInput>;
   readonly outputByName: ReadonlyMap<string, ResolvedOutput>;
   readonly batching: BatchingPolicy;
+  /** sequence_batching, when configured: the sequence batcher runs the model. */
+  readonly sequence?: SequencePolicy;
   readonly instances: readonly InstancePlacement[];
   readonly instanceSettings: Settings;
   readonly warmup: readonly ModelWarmup[];
   /** The completed config in Triton's JSON form, for the config endpoints of both protocols. */
   readonly json: Readonly<Record<string, unknown>>;
+}
+
+/** A sequence control input (ModelSequenceBatching.Control) fed to the model by the sequence batcher. */
+export interface SequenceControl {
+  readonly kind: 'START' | 'END' | 'READY' | 'CORRID';
+  /** The model input that carries it. */
+  readonly input: string;
+  /** INT32, FP32 or BOOL for START/END/READY; the CORRID control's data_type. */
+  readonly datatype: DataType;
+  /** START/END/READY: the values for false and true (`*_false_true`). */
+  readonly falseTrue: readonly [number, number];
+}
+
+/** One implicit state (ModelSequenceBatching.State): an input/output pair the server carries over. */
+export interface SequenceStateConfig {
+  readonly inputName: string;
+  readonly outputName: string;
+  readonly datatype: DataType;
+  /** Without the batch dimension; -1 is variable. */
+  readonly dims: readonly number[];
+  /** How a sequence's state starts: zeros (dims with -1 read as 1) unless `initial_state` says otherwise. */
+  readonly initial:
+    | { readonly kind: 'zero'; readonly dims: readonly number[] }
+    | { readonly kind: 'file'; readonly dims: readonly number[]; readonly file: string };
+}
+
+/** sequence_batching, checked and defaulted. */
+export interface SequencePolicy {
+  readonly strategy: 'direct' | 'oldest';
+  /** max_sequence_idle_microseconds (Triton's default 1 s when 0). */
+  readonly maxSequenceIdleUs: number;
+  /** Sequence slots per instance: max(1, max_batch_size) for direct, max_candidate_sequences for oldest. */
+  readonly slotsPerInstance: number;
+  readonly maxQueueDelayNs: number;
+  /** direct: minimum_slot_utilization (0 = run as soon as any slot has a request). */
+  readonly minimumSlotUtilization: number;
+  /** oldest: preferred_batch_size (defaulted to [max_batch_size]). */
+  readonly preferredBatchSizes: readonly number[];
+  readonly preserveOrdering: boolean;
+  readonly controls: readonly SequenceControl[];
+  readonly states: readonly SequenceStateConfig[];
 }

@@ -104,8 +104,42 @@ export interface ModelDynamicBatching {
   priority_queue_policy?: Record<string, ModelQueuePolicy>;
 }
 
-/** Only its presence matters to most of the server; kept loose. */
+export type SequenceControlKind = 'CONTROL_SEQUENCE_START' | 'CONTROL_SEQUENCE_READY' | 'CONTROL_SEQUENCE_END' | 'CONTROL_SEQUENCE_CORRID';
+
+export interface ModelSequenceControl {
+  kind?: SequenceControlKind;
+  int32_false_true?: number[];
+  fp32_false_true?: number[];
+  bool_false_true?: boolean[];
+  data_type?: DataType;
+}
+
+export interface ModelSequenceControlInput {
+  name?: string;
+  control?: ModelSequenceControl[];
+}
+
+export interface ModelSequenceInitialState {
+  data_type?: DataType;
+  dims?: number[];
+  // oneof state_data:
+  zero_data?: boolean;
+  data_file?: string;
+  name?: string;
+}
+
+export interface ModelSequenceState {
+  input_name?: string;
+  output_name?: string;
+  data_type?: DataType;
+  dims?: number[];
+  initial_state?: ModelSequenceInitialState[];
+  use_same_buffer_for_input_output?: boolean;
+  use_growable_memory?: boolean;
+}
+
 export interface ModelSequenceBatching {
+  // oneof strategy_choice:
   direct?: { max_queue_delay_microseconds?: number; minimum_slot_utilization?: number };
   oldest?: {
     max_candidate_sequences?: number;
@@ -114,8 +148,8 @@ export interface ModelSequenceBatching {
     preserve_ordering?: boolean;
   };
   max_sequence_idle_microseconds?: number;
-  control_input?: Array<Record<string, unknown>>;
-  state?: Array<Record<string, unknown>>;
+  control_input?: ModelSequenceControlInput[];
+  state?: ModelSequenceState[];
   iterative_sequence?: boolean;
 }
 

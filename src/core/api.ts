@@ -8,6 +8,8 @@ import type { ModelStatisticsJson } from '../stats/report.js';
 import type { TraceSettingsJson, TraceSettingsUpdate } from '../trace/settings.js';
 import type { SystemSharedMemoryStatus } from './shared_memory.js';
 
+// The latency histogram's bucket bounds, for the dashboard's percentiles (ModelStats.latencyBuckets).
+export { LATENCY_BUCKETS, latencyBucketBoundUs } from '../stats/model_stats.js';
 // Types of the extensions' answers, for the front-ends (which reach the core only here).
 export type { SystemSharedMemoryStatus, TraceSettingsJson, TraceSettingsUpdate };
 
@@ -35,7 +37,8 @@ export interface CoreApi {
   repositoryIndex(readyOnly: boolean): Promise<IndexRow[]>;
   /** Repository extension load; `parameters.config` may carry a config in Triton's JSON form. */
   loadModel(name: string, parameters: Record<string, unknown>): Promise<void>;
-  unloadModel(name: string): Promise<void>;
+  /** Repository extension unload; `parameters.unload_dependents` (boolean) as Triton takes it. */
+  unloadModel(name: string, parameters?: Record<string, unknown>): Promise<void>;
   infer(req: InferRequest): Promise<InferResponse>;
   /**
    * Trace extension: starts a trace for a request to `model` when sampling picks it (a front-end

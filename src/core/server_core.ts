@@ -6,7 +6,7 @@ import { ServalError } from '../kernel/errors.js';
 import { LogControl, type LogSettingsJson, type LogSettingsUpdate } from '../kernel/log.js';
 import type { RequestTrace } from '../kernel/trace.js';
 import type { IndexRow, InferRequest, InferResponse, ModelMetadata, ServerMetadata } from '../kernel/types.js';
-import type { ModelVersion } from '../model/model_version.js';
+import type { LoadedVersion } from '../model/loaded_version.js';
 import type { ModelRepository } from '../repository/repository.js';
 import { type ModelStatisticsJson, statisticsOf } from '../stats/report.js';
 import { TRACE_DEFAULTS, type TraceSettingsJson, type TraceSettingsUpdate } from '../trace/settings.js';
@@ -77,7 +77,8 @@ export class InferenceCore implements CoreApi {
     return {
       name: c.name,
       versions: this.repository.readyVersions(name).map(String),
-      platform: c.platform,
+      // Triton reports the backend when the config names no platform (a Python model: "python").
+      platform: c.platform || c.backend,
       inputs: c.inputs.map(tensor),
       outputs: c.outputs.map(tensor),
     };
@@ -88,7 +89,7 @@ export class InferenceCore implements CoreApi {
   }
 
   statistics(name: string, version: string): ModelStatisticsJson[] {
-    let versions: ModelVersion[];
+    let versions: LoadedVersion[];
     if (!name) versions = this.repository.loadedVersions();
     else if (version === '' || version === '-1') {
       this.repository.get(name, ''); // Triton's error for an unknown or unready model
@@ -129,8 +130,13 @@ export class InferenceCore implements CoreApi {
     await this.repository.load(name, override);
   }
 
-  async unloadModel(name: string): Promise<void> {
-    await this.repository.unload(name);
+  /** Repository extension unload; `parameters.unload_dependents` also unloads what only it used. */
+  async unloadModel(name: string, parameters: Record<string, unknown> = {}): Promise<void> {
+    const dependents = parameters.unload_dependents ?? false;
+    if (typeof dependents !== 'boolean') {
+      throw ServalError.invalidArg("invalid value type for 'unload_dependents' parameter, expected bool_param.");
+    }
+    await this.repository.unload(name, dependents);
   }
 
   infer(req: InferRequest): Promise<InferResponse> {
@@ -147,7 +153,7 @@ export class InferenceCore implements CoreApi {
   }
 
   /** infer() of a sampled request: the core's own trace records around the model version's work. */
-  private tracedInfer(req: InferRequest, trace: RequestTrace, version: ModelVersion, requestStartNs: bigint): Promise<InferResponse> {
+  private tracedInfer(req: InferRequest, trace: RequestTrace, version: LoadedVersion, requestStartNs: bigint): Promise<InferResponse> {
     trace.model(version.name, version.version, req.id);
     trace.stamp('REQUEST_START', requestStartNs);
     return this.sharedMemory

@@ -85,6 +85,9 @@ const HTTP_ROUTES: readonly [RegExp, ApiGroup][] = [
   [/^\/v2\/logging$/, 'logging'],
   [new RegExp(`^/v2/(?:system|cuda)sharedmemory(?:/region/${SEG})?/(?:status|register|unregister)$`), 'shared-memory'],
   [new RegExp(`^/v2/repository(?:/${SEG})?/(?:index|models/${SEG}/(?:load|unload))$`), 'model-repository'],
+  // Serval's own live dashboard (not Triton's): its page and data show the statistics and the
+  // model states, so it goes with the statistics API.
+  [new RegExp(`^/dashboard(?:/${SEG})?$`), 'statistics'],
 ];
 
 /** The group of an HTTP route pattern or path (without query string); undefined if none. */

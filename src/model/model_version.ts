@@ -4,7 +4,7 @@
 // config is known to be good.
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { Backend, ModelFiles, ModelInstance } from '../backends/backend.js';
+import type { Backend, InstanceHost, ModelFiles, ModelInstance } from '../backends/backend.js';
 import type { BackendRegistry } from '../backends/registry.js';
 import { resolveConfig } from '../config/resolve.js';
 import type { ResolvedModelConfig } from '../config/resolved.js';
@@ -12,26 +12,35 @@ import type { ModelConfig } from '../config/types.js';
 import { ServalError } from '../kernel/errors.js';
 import type { InferOutputTensor, InferRequest, InferResponse } from '../kernel/types.js';
 import { Scheduler, submit } from '../scheduler/scheduler.js';
+import { SequenceBatcher, type StateTensor } from '../scheduler/sequence_batcher.js';
 import { ModelStats } from '../stats/model_stats.js';
+import type { LoadedVersion } from './loaded_version.js';
 import { classify, clientShape } from './outputs.js';
+import { readInitialStates, sequenceParameters } from './sequence_params.js';
 import { classCounts, queueParameters, validateRequest } from './validate.js';
 import { type WarmupSample, warmupRequests } from './warmup.js';
 
 export interface LoadOptions {
   autoComplete: boolean;
   backends: BackendRegistry;
+  /** Inference on the server's models, for instances that make requests of their own (Python BLS). */
+  host: InstanceHost;
 }
 
-export class ModelVersion {
+export class ModelVersion implements LoadedVersion {
   readonly stats = new ModelStats();
-  private readonly scheduler: Scheduler;
+  private readonly scheduler: Pick<Scheduler, 'enqueue' | 'drain'>;
 
   private constructor(
     readonly version: number,
     readonly config: ResolvedModelConfig,
     private readonly instances: readonly ModelInstance[],
+    initialStates?: ReadonlyMap<string, StateTensor>,
   ) {
-    this.scheduler = new Scheduler(instances, config.batching, this.stats);
+    const { name, maxBatchSize, sequence } = config;
+    this.scheduler = sequence
+      ? new SequenceBatcher(instances, { name, maxBatchSize, policy: sequence, ...(initialStates && { initialStates }) }, this.stats)
+      : new Scheduler(instances, config.batching, this.stats);
   }
 
   get name(): string {
@@ -46,11 +55,12 @@ export class ModelVersion {
       modelPath: path.join(modelDir, String(version), raw.default_model_filename || backend.defaultModelFilename),
     };
     const signature = await backend.readSignature(files);
-    const completed = opts.autoComplete ? backend.autoComplete(raw, signature) : raw;
+    const completed = opts.autoComplete ? await backend.autoComplete(raw, signature, files) : raw;
     const labels = await readLabels(completed, name, modelDir);
     const config = resolveConfig(completed, { folderName: name, backend, signature, labels });
     const samples = await warmupRequests(config, modelDir);
-    const instances = await startInstances(backend, config, files).catch((e: unknown) => {
+    const initialStates = config.sequence ? await readInitialStates(config, modelDir) : undefined;
+    const instances = await startInstances(backend, config, files, opts.host).catch((e: unknown) => {
       throw ServalError.invalidArg(`failed to load '${name}' version ${version}: ${e instanceof Error ? e.message : String(e)}`);
     });
     try {
@@ -59,11 +69,11 @@ export class ModelVersion {
       await Promise.allSettled(instances.map((i) => i.close()));
       throw e;
     }
-    return new ModelVersion(version, config, instances);
+    return new ModelVersion(version, config, instances, initialStates);
   }
 
   /** Validates a request, queues it, and shapes what the model produced for the client. */
-  async infer(req: InferRequest, requestStartNs: bigint): Promise<InferResponse> {
+  async infer(req: InferRequest, requestStartNs: bigint, secondaryStats?: ModelStats): Promise<InferResponse> {
     const topK = classCounts(req);
     const v = validateRequest(req, this.config);
     const produced = await this.scheduler.enqueue({
@@ -74,14 +84,21 @@ export class ModelVersion {
       ...queueParameters(req),
       cancellation: req.cancellation,
       trace: req.trace,
+      secondaryStats,
+      id: req.id,
+      parameters: req.parameters,
+      sequence: sequenceParameters(req),
     });
     const byName = new Map(produced.map((o) => [o.name, o]));
     // v.outputs: the requested outputs in request order (validated, no repeats), else all of them.
-    const outputs: InferOutputTensor[] = v.outputs.map((name) => {
+    // A Python model may leave out an output it was asked for; the response then lacks it, as in Triton.
+    const outputs: InferOutputTensor[] = v.outputs.flatMap((name) => {
+      const out = byName.get(name);
+      if (!out) return [];
       const cfg = this.config.outputByName.get(name)!;
-      const shaped = clientShape(byName.get(name)!, cfg, v.batchSize);
+      const shaped = clientShape(out, cfg, v.batchSize);
       const k = topK.get(name);
-      return k ? classify(shaped, k, v.batchSize > 0, cfg.labels) : shaped;
+      return [k ? classify(shaped, k, v.batchSize > 0, cfg.labels) : shaped];
     });
     return { modelName: this.name, modelVersion: String(this.version), id: req.id, outputs };
   }
@@ -94,7 +111,7 @@ export class ModelVersion {
 }
 
 /** The lines of every output's label_filename, by file name. */
-async function readLabels(config: ModelConfig, name: string, modelDir: string): Promise<Map<string, string[]>> {
+export async function readLabels(config: ModelConfig, name: string, modelDir: string): Promise<Map<string, string[]>> {
   const labels = new Map<string, string[]>();
   for (const out of config.output ?? []) {
     const file = out.label_filename;
@@ -111,8 +128,13 @@ async function readLabels(config: ModelConfig, name: string, modelDir: string): 
 }
 
 /** Starts every placement; if one fails, stops the others and reports the first failure. */
-async function startInstances(backend: Backend, config: ResolvedModelConfig, files: ModelFiles): Promise<ModelInstance[]> {
-  const started = await Promise.allSettled(config.instances.map((p) => backend.startInstance(p, config.instanceSettings, files)));
+async function startInstances(
+  backend: Backend,
+  config: ResolvedModelConfig,
+  files: ModelFiles,
+  host: InstanceHost,
+): Promise<ModelInstance[]> {
+  const started = await Promise.allSettled(config.instances.map((p) => backend.startInstance(p, config.instanceSettings, files, host)));
   const instances = started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
   const failure = started.find((s): s is PromiseRejectedResult => s.status === 'rejected');
   if (failure) {

@@ -116,11 +116,11 @@ export function validateRequest(request: InferRequest, config: ResolvedModelConf
       }
       // ONNX Runtime's string tensors pass through JS strings, so bytes that are not UTF-8
       // would come back altered; refuse them rather than return different data.
-      const broken = elements.findIndex((e) => !isUtf8(e));
+      const broken = config.utf8BytesOnly ? elements.findIndex((e) => !isUtf8(e)) : -1;
       if (broken >= 0) {
         throw fail(
           `inference input '${inp.name}' for model '${model}': BYTES element ${broken} is not valid UTF-8; ` +
-            `the onnxruntime backend of this server can only pass UTF-8 text through string tensors`,
+            `the ${config.backend} backend of this server can only pass UTF-8 text through string tensors`,
         );
       }
     } else {

@@ -2,20 +2,25 @@
 // versions and keeps their state (READY / UNAVAILABLE with a reason) for the rest of the server.
 import { readdir, readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
+import type { InstanceHost } from '../backends/backend.js';
 import type { BackendRegistry } from '../backends/registry.js';
+import { isEnsembleConfig, planEnsemble } from '../config/ensemble.js';
 import { parseTextProto } from '../config/pbtxt.js';
 import { modelConfigType } from '../config/schema.js';
 import type { ModelConfig } from '../config/types.js';
 import { ServalError } from '../kernel/errors.js';
 import type { Logger } from '../kernel/log.js';
 import type { IndexRow, ModelState } from '../kernel/types.js';
+import { EnsembleVersion } from '../model/ensemble.js';
+import type { LoadedVersion, VersionLookup } from '../model/loaded_version.js';
 import { ModelVersion } from '../model/model_version.js';
+import { checkDependencies, circularDependency, type DependencyState, dependenciesOf } from './dependencies.js';
 
 export interface VersionEntry {
   version: number;
   state: ModelState;
   reason: string;
-  loaded?: ModelVersion;
+  loaded?: LoadedVersion;
 }
 
 export interface ModelEntry {
@@ -114,11 +119,33 @@ async function fingerprint(dir: string, depth = 0): Promise<string> {
   return parts.join(',');
 }
 
+/**
+ * An ensemble the repository should serve: the config it was loaded (or failed) with, and the
+ * state of its composing models it was last checked against. A held ensemble does not serve
+ * because of a composing model; it loads again when one of them changes.
+ */
+interface EnsembleState {
+  config: ModelConfig;
+  seen: string;
+  held: boolean;
+}
+
 export class ModelRepository {
   private readonly models = new Map<string, ModelEntry>();
   /** One lifecycle operation per model at a time (loads, unloads, polls). */
   private readonly busy = new Map<string, Promise<void>>();
+  /** Counts each model's lifecycle operations: what an ensemble compares its composing models by. */
+  private readonly generations = new Map<string, number>();
+  private readonly ensembles = new Map<string, EnsembleState>();
+  /** Models loaded by name (start-up, a load request), not only as an ensemble's composing model. */
+  private readonly explicitlyLoaded = new Set<string>();
+  /** How an ensemble reaches its composing models: as a request names a model. */
+  private readonly lookup: VersionLookup = (name, version) => this.get(name, version);
   private pollTimer: NodeJS.Timeout | undefined;
+  /** What instances call to run requests of their own (Python BLS): the named model, as a client's request. */
+  private readonly host: InstanceHost = {
+    infer: async (req) => this.get(req.modelName, req.modelVersion).infer(req, process.hrtime.bigint()),
+  };
 
   constructor(
     private readonly roots: string[],
@@ -157,14 +184,77 @@ export class ModelRepository {
       const wanted = this.options.startupModels;
       names = wanted.includes('*') ? names : wanted;
     }
-    // Failures are recorded in the index (and the status table), never thrown from here.
+    for (const n of names) this.explicitlyLoaded.add(n);
+    // Failures are recorded in the index (and the status table), never thrown from here. All
+    // start at once: an ensemble waits for its composing models' loads (prepareEnsemble).
     await Promise.all(
       names.map((n) =>
-        this.serialize(n, () => this.loadFrom(n, found.get(n) ?? [])).catch((e: Error) => {
+        this.change(n, () => this.loadFrom(n, found.get(n) ?? [])).catch((e: Error) => {
           if (!this.models.has(n)) this.recordFailure(n, '', e.message, undefined);
         }),
       ),
     );
+  }
+
+  /** A lifecycle operation of one model, then what it changes for the ensembles that use it. */
+  private async change(name: string, op: () => Promise<void>): Promise<void> {
+    try {
+      await this.serialize(name, op);
+    } finally {
+      this.changed(name);
+      await this.reviseEnsembles();
+    }
+  }
+
+  private changed(name: string): void {
+    this.generations.set(name, (this.generations.get(name) ?? 0) + 1);
+  }
+
+  /** The state of an ensemble's composing models, to tell when one of them has changed. */
+  private composingState(config: ModelConfig): string {
+    return dependenciesOf(config)
+      .map((m) => `${m}@${this.generations.get(m) ?? 0}`)
+      .join(',');
+  }
+
+  /**
+   * After a lifecycle change: each ensemble whose composing models changed since it was last
+   * checked is checked again (Triton re-validates an ensemble when a model it uses changes); one
+   * that no longer fits is unloaded and held, a held one loads again.
+   */
+  private async reviseEnsembles(): Promise<void> {
+    const ops: Promise<void>[] = [];
+    for (const [name, state] of this.ensembles) {
+      const seen = this.composingState(state.config);
+      if (seen === state.seen) continue;
+      state.seen = seen;
+      if (state.held) {
+        ops.push(this.change(name, () => this.loadHeld(name, state.config)));
+        continue;
+      }
+      const entry = this.models.get(name);
+      const versions = [...(entry?.versions.values() ?? [])].flatMap((v) => (v.loaded instanceof EnsembleVersion ? [v.loaded] : []));
+      try {
+        for (const v of versions) v.recheck();
+      } catch (e) {
+        const reason = (e as Error).message;
+        this.log.error('ensemble unloaded: a composing model changed', { model: name, reason });
+        state.held = true;
+        ops.push(this.change(name, () => this.unloadEntry(name)));
+      }
+    }
+    await Promise.all(ops.map((op) => op.catch(() => undefined)));
+  }
+
+  /**
+   * A held ensemble loads again with the config it had (Triton keeps a model's config until it is
+   * polled), without loading composing models that are not there: that takes a load request.
+   */
+  private async loadHeld(name: string, config: ModelConfig): Promise<void> {
+    if (this.ensembles.get(name)?.held !== true) return;
+    const entry = this.models.get(name);
+    const dirs = entry?.dir ? [entry.dir] : ((await this.scan()).get(name) ?? []);
+    await this.loadFrom(name, dirs, config, false);
   }
 
   /** Runs lifecycle operations of one model one after another. */
@@ -189,7 +279,7 @@ export class ModelRepository {
    * every new version is ready; then the new ones take over at once and the old ones drain.
    * If the new load fails, the serving versions stay and the failure is reported.
    */
-  private async loadFrom(name: string, dirs: string[], override?: ModelConfig): Promise<void> {
+  private async loadFrom(name: string, dirs: string[], override?: ModelConfig, loadDependencies = true): Promise<void> {
     const old = this.models.get(name);
     if (dirs.length === 0) {
       throw ServalError.invalidArg(`failed to load '${name}': no model folder named '${name}' in any model repository`);
@@ -224,13 +314,29 @@ export class ModelRepository {
       for (const v of wanted) entry.versions.set(v, { version: v, state: 'LOADING', reason: '' });
       this.models.set(name, entry);
     }
+    const ensemble = isEnsembleConfig(config);
+    if (ensemble) {
+      try {
+        await this.prepareEnsemble(name, config, loadDependencies);
+      } catch (e) {
+        this.recordFailure(name, dir, (e as Error).message, old, wanted, print);
+        throw e;
+      }
+    }
     const results = await Promise.allSettled(
       wanted.map((v) =>
-        ModelVersion.load(config, name, dir, v, { autoComplete: this.options.autoComplete, backends: this.options.backends }),
+        ensemble
+          ? EnsembleVersion.load(config, name, dir, v, this.lookup)
+          : ModelVersion.load(config, name, dir, v, {
+              autoComplete: this.options.autoComplete,
+              backends: this.options.backends,
+              host: this.host,
+            }),
       ),
     );
     const failures = results.flatMap((r, i) => (r.status === 'rejected' ? [[wanted[i]!, (r.reason as Error).message] as const] : []));
-    const loaded = results.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+    const loaded: LoadedVersion[] = results.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+    if (ensemble) this.noteEnsemble(name, config, loaded.length === 0);
     if (failures.length && old && hasLoaded(old)) {
       // Keep serving what serves; report why the new files did not take.
       await Promise.allSettled(loaded.map((mv) => mv.unload()));
@@ -249,6 +355,79 @@ export class ModelRepository {
       for (const [v, reason] of failures) this.log.error('model version load failed', { model: name, version: v, reason });
       throw ServalError.invalidArg(`failed to load '${name}': ${failures.map(([v, r]) => `version ${v}: ${r}`).join('; ')}`);
     }
+  }
+
+  /**
+   * Before an ensemble's versions load: its section's own checks and no cycle through it (its
+   * fault: it is not retried), then its composing models loaded first (a load under way finishes;
+   * explicit mode loads the missing ones, as Triton's load follows an ensemble's steps), then each
+   * of them there and ready (else it is held until one of them changes).
+   */
+  private async prepareEnsemble(name: string, config: ModelConfig, loadDependencies: boolean): Promise<void> {
+    try {
+      planEnsemble(config, name);
+      const configs = await this.configsReachable(config);
+      const cycle = circularDependency(name, (n) => (n === name ? config : configs.get(n)));
+      if (cycle) throw ServalError.invalidArg(cycle);
+    } catch (e) {
+      this.ensembles.delete(name);
+      throw e;
+    }
+    const deps = dependenciesOf(config);
+    const found = this.options.mode === 'explicit' && loadDependencies ? await this.scan() : undefined;
+    await Promise.all(
+      deps.map(async (m) => {
+        await this.busy.get(m);
+        const dirs = found?.get(m);
+        if (!dirs?.length) return;
+        const entry = this.models.get(m);
+        if (entry && hasReady(entry) && dirs.length === 1 && entry.fingerprint === (await fingerprint(dirs[0]!))) return;
+        await this.serialize(m, () => this.loadFrom(m, dirs)).catch(() => undefined);
+        this.changed(m);
+      }),
+    );
+    try {
+      checkDependencies(
+        name,
+        config,
+        deps.map((m) => this.dependencyState(m)),
+      );
+    } catch (e) {
+      this.noteEnsemble(name, config, true);
+      throw e;
+    }
+  }
+
+  /** Remembers an ensemble to serve, held or not, against its composing models as they are now. */
+  private noteEnsemble(name: string, config: ModelConfig, held: boolean): void {
+    this.ensembles.set(name, { config, seen: this.composingState(config), held });
+  }
+
+  /** The configs of the models an ensemble reaches through its steps (loaded ones', else the folder's). */
+  private async configsReachable(config: ModelConfig): Promise<Map<string, ModelConfig>> {
+    const configs = new Map<string, ModelConfig>();
+    let found: Map<string, string[]> | undefined;
+    const todo = dependenciesOf(config);
+    for (let m = todo.pop(); m !== undefined; m = todo.pop()) {
+      if (configs.has(m)) continue;
+      let c = this.models.get(m)?.config ?? this.ensembles.get(m)?.config;
+      if (!c) {
+        found ??= await this.scan();
+        const dirs = found.get(m);
+        if (dirs?.length === 1) c = await readModelConfig(dirs[0]!, m, this.options.autoComplete).catch(() => undefined);
+      }
+      if (!c) continue;
+      configs.set(m, c);
+      todo.push(...dependenciesOf(c));
+    }
+    return configs;
+  }
+
+  private dependencyState(name: string): DependencyState {
+    const entry = this.models.get(name);
+    const config = entry?.config ?? this.ensembles.get(name)?.config;
+    const failed = [...(entry?.versions.values() ?? [])].find((v) => v.reason && v.reason !== 'unloaded');
+    return { name, config, ready: this.readyVersions(name), reason: entry?.reason || failed?.reason || '' };
   }
 
   private recordFailure(name: string, dir: string, reason: string, old: ModelEntry | undefined, versions: number[] = [], print = ''): void {
@@ -284,27 +463,49 @@ export class ModelRepository {
       throw ServalError.invalidArg(`failed to load '${name}': model names are plain folder names inside a model repository`);
     }
     const found = await this.scan();
-    await this.serialize(name, () => this.loadFrom(name, found.get(name) ?? [], override));
+    this.explicitlyLoaded.add(name);
+    await this.change(name, () => this.loadFrom(name, found.get(name) ?? [], override));
   }
 
-  /** Repository API unload (explicit mode): in-flight requests finish first. */
-  async unload(name: string): Promise<void> {
+  /**
+   * Repository API unload (explicit mode): in-flight requests finish first. The ensembles that use
+   * the model stop serving (held: they serve again when it loads again). With `unloadDependents`,
+   * an ensemble's composing models go too, those that were loaded only for it (not by name) and
+   * that no other ensemble uses, as Triton's unload_dependents does.
+   */
+  async unload(name: string, unloadDependents = false): Promise<void> {
     this.requireExplicit();
-    await this.serialize(name, async () => {
+    const config = this.models.get(name)?.config ?? this.ensembles.get(name)?.config;
+    this.explicitlyLoaded.delete(name);
+    this.ensembles.delete(name);
+    await this.change(name, async () => {
       const entry = this.models.get(name);
       if (!entry || !hasLoaded(entry)) {
         if (entry) return;
         throw ServalError.invalidArg(`failed to unload '${name}': model is not loaded`);
       }
-      const gone: ModelEntry = { name, dir: entry.dir, reason: '', versions: new Map(), fingerprint: '' };
-      for (const v of entry.versions.keys()) gone.versions.set(v, { version: v, state: 'UNLOADING', reason: '' });
-      this.models.set(name, gone);
-      await this.drainEntry(entry);
-      for (const v of gone.versions.values()) {
-        v.state = 'UNAVAILABLE';
-        v.reason = 'unloaded';
-      }
+      await this.unloadEntry(name);
     });
+    if (!unloadDependents) return;
+    for (const m of dependenciesOf(config)) {
+      const used = [...this.ensembles.values()].some((e) => dependenciesOf(e.config).includes(m));
+      if (used || this.explicitlyLoaded.has(m) || !this.readyVersions(m).length) continue;
+      await this.unload(m, true);
+    }
+  }
+
+  /** Stops a model's versions (in-flight requests finish first); it stays in the index as unloaded. */
+  private async unloadEntry(name: string): Promise<void> {
+    const entry = this.models.get(name);
+    if (!entry || !hasLoaded(entry)) return;
+    const gone: ModelEntry = { name, dir: entry.dir, reason: '', versions: new Map(), fingerprint: '' };
+    for (const v of entry.versions.keys()) gone.versions.set(v, { version: v, state: 'UNLOADING', reason: '' });
+    this.models.set(name, gone);
+    await this.drainEntry(entry);
+    for (const v of gone.versions.values()) {
+      v.state = 'UNAVAILABLE';
+      v.reason = 'unloaded';
+    }
   }
 
   private requireExplicit(): void {
@@ -322,20 +523,24 @@ export class ModelRepository {
       this.log.error('failed to poll model repository', { reason: (e as Error).message });
       return;
     }
-    const ops: Promise<void>[] = [];
+    // Every change is known before any starts: an ensemble then waits for its models' reloads.
+    const changed: [string, string[]][] = [];
     for (const [name, dirs] of found) {
       const entry = this.models.get(name);
       const print = dirs.length === 1 ? await fingerprint(dirs[0]!) : 'conflict';
       if (entry && entry.fingerprint === print) continue;
-      ops.push(this.serialize(name, () => this.loadFrom(name, dirs)).catch(() => undefined));
+      changed.push([name, dirs]);
     }
+    const ops = changed.map(([name, dirs]) => this.change(name, () => this.loadFrom(name, dirs)).catch(() => undefined));
     for (const [name, entry] of this.models) {
-      if (found.has(name) || !hasLoaded(entry)) {
-        if (!found.has(name) && !hasLoaded(entry)) this.models.delete(name);
+      if (found.has(name)) continue;
+      this.ensembles.delete(name);
+      if (!hasLoaded(entry)) {
+        this.models.delete(name);
         continue;
       }
       ops.push(
-        this.serialize(name, async () => {
+        this.change(name, async () => {
           const e = this.models.get(name);
           if (!e) return;
           this.models.delete(name);
@@ -364,7 +569,7 @@ export class ModelRepository {
    * The version a request names ('' = highest ready), with Triton's errors: an unknown name or
    * version is NOT_FOUND, a version that is not ready UNAVAILABLE.
    */
-  get(name: string, version: string): ModelVersion {
+  get(name: string, version: string): LoadedVersion {
     const entry = this.models.get(name);
     if (!entry) throw ServalError.notFound(`Request for unknown model: '${name}' is not found`);
     if (version === '' || version === '-1') {
@@ -403,8 +608,8 @@ export class ModelRepository {
   }
 
   /** All loaded model versions (for statistics). */
-  loadedVersions(): ModelVersion[] {
-    const out: ModelVersion[] = [];
+  loadedVersions(): LoadedVersion[] {
+    const out: LoadedVersion[] = [];
     for (const e of this.models.values()) for (const v of e.versions.values()) if (v.loaded && v.state === 'READY') out.push(v.loaded);
     return out.sort((a, b) => a.name.localeCompare(b.name) || a.version - b.version);
   }
@@ -437,10 +642,18 @@ export class ModelRepository {
 
   async unloadAll(): Promise<void> {
     this.stopPolling();
-    await Promise.allSettled([...this.models.values()].map((e) => this.drainEntry(e)));
+    // Ensembles first: their requests in flight still reach their composing models.
+    const entries = [...this.models.values()];
+    const ensemble = (e: ModelEntry): boolean => [...e.versions.values()].some((v) => v.loaded instanceof EnsembleVersion);
+    await Promise.allSettled(entries.filter(ensemble).map((e) => this.drainEntry(e)));
+    await Promise.allSettled(entries.filter((e) => !ensemble(e)).map((e) => this.drainEntry(e)));
   }
 }
 
 function hasLoaded(entry: ModelEntry): boolean {
   return [...entry.versions.values()].some((v) => v.loaded !== undefined);
+}
+
+function hasReady(entry: ModelEntry): boolean {
+  return [...entry.versions.values()].some((v) => v.state === 'READY');
 }

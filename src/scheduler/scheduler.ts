@@ -1,12 +1,13 @@
 // Per-model scheduling between the core and the instances. Without dynamic batching every
 // request runs alone on the next free instance (Triton's default scheduler); with it, queued
 // requests of compatible shapes are merged into one execution (Triton's dynamic batcher).
-import type { ExecLayout, ExecResult, Execution, ModelInstance, Reservation, TensorSlot } from '../backends/backend.js';
+import type { BatchRequest, ExecLayout, ExecResult, Execution, ModelInstance, Reservation, TensorSlot } from '../backends/backend.js';
 import type { BatchingPolicy } from '../config/resolved.js';
 import type { Cancellation } from '../kernel/cancel.js';
 import { type DataType, elementCount } from '../kernel/datatypes.js';
 import { asServalError, ServalError } from '../kernel/errors.js';
 import type { RequestTrace } from '../kernel/trace.js';
+import type { Params } from '../kernel/types.js';
 import type { FailureReason, ModelStats, RequestTiming } from '../stats/model_stats.js';
 import { type Entry, PriorityQueue } from './queue.js';
 
@@ -39,10 +40,17 @@ export interface SchedulerRequest {
   cancellation?: Cancellation;
   /** A sampled request: the scheduler stamps its queue and compute times (and tensors) on it. */
   trace?: RequestTrace;
+  /** Also records the request's success and compute times (an ensemble sums its steps' there). */
+  secondaryStats?: ModelStats;
+  /** The request's id and parameters, for backends that see each request (Python). */
+  id?: string;
+  parameters?: Params;
+  /** Request parameters sequence_id (0n / '' = none), sequence_start, sequence_end: the sequence batcher's. */
+  sequence?: { id: bigint | string; start: boolean; end: boolean };
 }
 
 /** What a batch is assembled from: each request's inputs in the same (model) order. */
-export type BatchInputs = Pick<SchedulerRequest, 'inputs' | 'outputs'>;
+export type BatchInputs = Pick<SchedulerRequest, 'inputs' | 'outputs' | 'id' | 'parameters'>;
 
 interface Queued extends Entry {
   req: SchedulerRequest;
@@ -269,12 +277,20 @@ export class Scheduler {
       } finally {
         for (const q of batch) q.req.cancellation?.onCancel(undefined);
       }
-      this.stats.recordExecution(Math.max(1, total), result.computeInputNs, result.computeInferNs, result.computeOutputNs);
-      perRequest = scatter(
-        result,
-        batch.map((q) => q.req.batchSize),
-        batching,
+      this.stats.recordExecution(
+        Math.max(1, total),
+        result.computeInputNs,
+        result.computeInferNs,
+        result.computeOutputNs,
+        instance.placement.name,
       );
+      perRequest = result.responses
+        ? own(result.responses, batch.length)
+        : scatter(
+            result,
+            batch.map((q) => q.req.batchSize),
+            batching,
+          );
     } catch (e) {
       if (!withdrawn) failAll(asServalError(e), 'BACKEND');
       return;
@@ -283,6 +299,12 @@ export class Scheduler {
     // Time held inside a busy instance is queue time, as Triton counts it.
     const computeStartNs = result.computeStartNs !== undefined && result.computeStartNs > dispatchNs ? result.computeStartNs : dispatchNs;
     batch.forEach((q, i) => {
+      const failed = result.responses?.[i];
+      if (failed instanceof Error) {
+        // One request of the batch answered with an error (Python's InferenceResponse(error=...)).
+        this.fail(q, asServalError(failed), 'BACKEND');
+        return;
+      }
       const timing: RequestTiming = {
         requestStartNs: q.req.requestStartNs,
         queueStartNs: q.queueStartNs,
@@ -293,6 +315,7 @@ export class Scheduler {
       };
       this.stats.pending -= 1;
       this.stats.recordSuccess(Math.max(1, q.req.batchSize), timing, end);
+      q.req.secondaryStats?.recordSuccess(Math.max(1, q.req.batchSize), timing, end);
       // The batch computed the union of its requests' outputs; each gets only its own.
       const all = perRequest[i]!;
       const mine = all.length === q.req.outputs.length ? all : all.filter((o) => q.req.outputs.includes(o.name));
@@ -308,7 +331,7 @@ export class Scheduler {
  * output starts computeInferNs later, compute ends computeOutputNs after that (never after the
  * result was back on this thread).
  */
-function traceExecution(trace: RequestTrace, t: RequestTiming, endNs: bigint, outputs: readonly ScheduledOutput[]): void {
+export function traceExecution(trace: RequestTrace, t: RequestTiming, endNs: bigint, outputs: readonly ScheduledOutput[]): void {
   const at = (ns: bigint): bigint => (ns < endNs ? ns : endNs);
   const inputEnd = at(t.computeStartNs + BigInt(Math.round(t.computeInputNs)));
   const outputStart = at(inputEnd + BigInt(Math.round(t.computeInferNs)));
@@ -318,6 +341,16 @@ function traceExecution(trace: RequestTrace, t: RequestTiming, endNs: bigint, ou
   trace.stamp('COMPUTE_OUTPUT_START', outputStart);
   trace.stamp('COMPUTE_END', at(outputStart + BigInt(Math.round(t.computeOutputNs))));
   if (trace.tensors) for (const o of outputs) trace.tensor('TENSOR_BACKEND_OUTPUT', o.name, o.datatype, o.shape, o.data);
+}
+
+/** Per-request outputs from a backend that answered each request itself; errors stay for the caller. */
+function own(responses: readonly (ExecResult['outputs'] | Error)[], count: number): ScheduledOutput[][] {
+  if (responses.length !== count) {
+    throw ServalError.internal(`the backend answered ${responses.length} requests of a batch of ${count}`);
+  }
+  return responses.map((r) =>
+    r instanceof Error ? [] : r.map((o) => ({ name: o.name, datatype: o.datatype, shape: o.dims, data: o.data })),
+  );
 }
 
 /**
@@ -339,6 +372,13 @@ export function assemble(
     size = Math.ceil(size / ALIGN) * ALIGN;
   }
   const bytes = alloc(size);
+  const requests: BatchRequest[] = reqs.map((r) => ({
+    id: r.id ?? '',
+    parameters: r.parameters ?? {},
+    batchSize: totalBatch > 0 ? (reqs.length === 1 ? totalBatch : (r.inputs[0]?.shape[0] ?? 0)) : 0,
+    inputBytes: r.inputs.map((t) => t.data.byteLength),
+    outputs: r.outputs,
+  }));
   const inputs: TensorSlot[] = first.inputs.map((inp, i) => {
     let off = offsets[i]!;
     for (const r of reqs) {
@@ -348,7 +388,7 @@ export function assemble(
     const dims = totalBatch > 0 ? [totalBatch, ...inp.shape.slice(1)] : [...inp.shape];
     return { name: inp.name, datatype: inp.datatype, dims, offset: offsets[i]!, byteLength: off - offsets[i]! };
   });
-  return { data: bytes, inputs, outputs };
+  return { data: bytes, inputs, outputs, requests };
 }
 
 /** Assembles a batch straight into a reservation of `instance` and starts it. */
@@ -359,8 +399,8 @@ export function submit(instance: ModelInstance, reqs: readonly BatchInputs[], to
     return reservation.buffer;
   };
   try {
-    const { inputs, outputs } = assemble(reqs, totalBatch, alloc);
-    return reservation!.execute({ inputs, outputs });
+    const { inputs, outputs, requests } = assemble(reqs, totalBatch, alloc);
+    return reservation!.execute({ inputs, outputs, requests });
   } catch (e) {
     reservation?.release();
     throw e;

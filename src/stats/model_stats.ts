@@ -46,12 +46,18 @@ export class ModelStats {
   readonly failuresByReason = new Map<FailureReason, number>();
   /** Requests accepted but not yet completed (queued or executing). */
   pending = 0;
+  /** Successful requests by duration (see latencyBucket), for percentiles over any window. */
+  readonly latencyBuckets = new Uint32Array(LATENCY_BUCKETS);
+  /** Execution time (compute input + infer + output) by instance name, for each one's busy share. */
+  readonly busyNsByInstance = new Map<string, number>();
 
   /** One request completed successfully; `batchSize` is its own batch size (≥ 1). */
   recordSuccess(batchSize: number, t: RequestTiming, endNs: bigint): void {
     this.lastInferenceMs = Date.now();
     this.inferenceCount += batchSize;
-    add(this.success, Number(endNs - t.requestStartNs));
+    const ns = Number(endNs - t.requestStartNs);
+    add(this.success, ns);
+    this.latencyBuckets[latencyBucket(ns)]! += 1;
     add(this.queue, Number(t.computeStartNs - t.queueStartNs));
     add(this.computeInput, t.computeInputNs);
     add(this.computeInfer, t.computeInferNs);
@@ -64,9 +70,13 @@ export class ModelStats {
     add(this.fail, Number(endNs - requestStartNs));
   }
 
-  /** One model execution of `batchSize` items. */
-  recordExecution(batchSize: number, inputNs: number, inferNs: number, outputNs: number): void {
+  /** One model execution of `batchSize` items, on the instance called `instance` when known. */
+  recordExecution(batchSize: number, inputNs: number, inferNs: number, outputNs: number, instance?: string): void {
     this.executionCount += 1;
+    if (instance !== undefined) {
+      const busy = Math.max(0, inputNs) + Math.max(0, inferNs) + Math.max(0, outputNs);
+      this.busyNsByInstance.set(instance, (this.busyNsByInstance.get(instance) ?? 0) + busy);
+    }
     let b = this.batches.get(batchSize);
     if (!b) {
       b = { batch_size: batchSize, compute_input: dur(), compute_infer: dur(), compute_output: dur() };
@@ -76,6 +86,24 @@ export class ModelStats {
     add(b.compute_infer, inferNs);
     add(b.compute_output, outputNs);
   }
+}
+
+/**
+ * Latency histogram buckets: bucket i holds durations up to 2^((i+1)/4) µs (four per doubling,
+ * so a percentile read from it is within 19% of the true value), the last one everything longer
+ * (2^28 µs ≈ 4.5 min).
+ */
+export const LATENCY_BUCKETS = 112;
+
+export function latencyBucket(ns: number): number {
+  const us = ns / 1000;
+  if (!(us > 1)) return 0;
+  return Math.min(LATENCY_BUCKETS - 1, Math.floor(4 * Math.log2(us)));
+}
+
+/** The upper bound in microseconds of latency bucket `i`. */
+export function latencyBucketBoundUs(i: number): number {
+  return 2 ** ((i + 1) / 4);
 }
 
 function add(d: Duration, ns: number): void {

@@ -64,6 +64,13 @@ MODELS = {
         "outputs": [("OUTPUT", "FP32", [1])],
     },
 }
+# Sequence models: clients see INPUT/OUTPUT only (controls and state are the batcher's).
+for _name in ("simple_sequence", "simple_dyna_sequence", "running_sum"):
+    MODELS[_name] = {
+        "max_batch_size": 8,
+        "inputs": [("INPUT", "INT32", [1])],
+        "outputs": [("OUTPUT", "INT32", [1])],
+    }
 for _suffix, (_dt, _np) in IDENTITY_TYPES.items():
     MODELS[f"identity_{_suffix}"] = {
         "max_batch_size": 8,

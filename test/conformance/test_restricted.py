@@ -105,7 +105,10 @@ def test_grpc_stream(restricted_server):
         ins = [grpcclient.InferInput("INPUT0", [1, 16], "INT32"), grpcclient.InferInput("INPUT1", [1, 16], "INT32")]
         ins[0].set_data_from_numpy(a)
         ins[1].set_data_from_numpy(a)
-        c.async_stream_infer("simple", ins)
+        try:
+            c.async_stream_infer("simple", ins)
+        except InferenceServerException:
+            pass  # a refused stream may end before the request is queued; the callback has its status
         got = results.get(timeout=30)
         c.stop_stream()
         c.close()

@@ -122,4 +122,39 @@ describe('src/ layering', () => {
     const mentions = all.filter((f) => !f.startsWith(ortDir) && /['"]onnxruntime-node/.test(readFileSync(f, 'utf8')));
     expect(mentions.map((f) => path.relative(SRC, f))).toEqual([]);
   });
+
+  it('the Python backend stays in src/backends/python/: only the composition root imports it, and it imports backends, config and kernel', () => {
+    const pyDir = path.join(SRC, 'backends', 'python') + path.sep;
+    for (const [f, deps] of graph) {
+      const inside = f.startsWith(pyDir);
+      for (const d of deps) {
+        if (!inside && d.startsWith(pyDir)) expect(layer(f), `${path.relative(SRC, f)} imports ${path.relative(SRC, d)}`).toBe('(root)');
+        if (inside)
+          expect(
+            ['backends/python', 'backends', 'config', 'kernel'],
+            `${path.relative(SRC, f)} imports ${path.relative(SRC, d)}`,
+          ).toContain(layer(d));
+      }
+    }
+    // Nor does anything else start the stub or name the module models import.
+    const mentions = all.filter(
+      (f) => !f.startsWith(pyDir) && /serval_python_stub|triton_python_backend_utils/.test(readFileSync(f, 'utf8')),
+    );
+    expect(mentions.map((f) => path.relative(SRC, f))).toEqual([]);
+  });
+
+  it('the client (serval/client) is a package of its own: of src/ it imports only the datatype list, and nothing in src/ imports it', () => {
+    const clientDir = path.join(SRC, 'client') + path.sep;
+    // kernel/datatypes.ts holds no server state; it and what it imports come with the client.
+    const shared = [path.join(SRC, 'kernel', 'datatypes.ts'), path.join(SRC, 'kernel', 'errors.ts')];
+    const clientFiles = all.filter((f) => f.startsWith(clientDir));
+    expect(clientFiles.length).toBeGreaterThan(0);
+    for (const [f, deps] of graph) {
+      for (const d of deps) {
+        if (f.startsWith(clientDir))
+          expect(d.startsWith(clientDir) || shared.includes(d), `${path.relative(SRC, f)} imports ${path.relative(SRC, d)}`).toBe(true);
+        else expect(d.startsWith(clientDir), `${path.relative(SRC, f)} imports ${path.relative(SRC, d)}`).toBe(false);
+      }
+    }
+  });
 });

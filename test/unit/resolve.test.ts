@@ -140,12 +140,16 @@ describe('resolveConfig', () => {
       (c) => (c.dynamic_batching = { priority_levels: 2, default_priority_level: 1, priority_queue_policy: { '5': {} } }),
       "model 'm': priority_queue_policy has level 5, outside [1, 2]",
     ],
-    ['sequence batching', (c) => (c.sequence_batching = {}), "model 'm': sequence_batching is not supported by Serval", 'UNSUPPORTED'],
     [
-      'ensemble scheduling',
-      (c) => (c.ensemble_scheduling = {}),
-      "model 'm': ensemble_scheduling is not supported by Serval",
+      'iterative sequences (sequence batching is test/unit/sequence_config.test.ts)',
+      (c) => (c.sequence_batching = { iterative_sequence: true }),
+      "model 'm': sequence_batching.iterative_sequence is not supported by Serval",
       'UNSUPPORTED',
+    ],
+    [
+      'ensemble scheduling on a platform other than ensemble',
+      (c) => (c.ensemble_scheduling = {}),
+      "ensemble scheduling cannot be set for model 'm' whose platform is not ensemble",
     ],
   ])('refuses %s', (_what, edit, message, code = 'INVALID_ARG') => {
     const good = simple();

@@ -5,6 +5,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DataType, type ElemType, float, GraphBuilder, Prng, toFloat16Array } from './builder.js';
+import { buildRunningSum, buildSimpleDynaSequence, buildSimpleSequence } from './sequence_models.js';
 import { renderConfig, type TritonDataType } from './triton_config.js';
 
 /** Everything that goes into one model directory. */
@@ -270,6 +271,9 @@ export const MODELS: readonly ModelSpec[] = [
   ...IDENTITY_TYPES.map((t) => ({ name: `identity_${t.suffix}`, build: () => buildIdentity(t.suffix, t.elem, t.triton) })),
   { name: 'image_classifier', build: buildImageClassifier },
   { name: 'ranker_mlp', build: buildRanker },
+  { name: 'simple_sequence', build: buildSimpleSequence },
+  { name: 'simple_dyna_sequence', build: buildSimpleDynaSequence },
+  { name: 'running_sum', build: buildRunningSum },
 ];
 
 /** Writes <out>/<name>/config.pbtxt, <out>/<name>/1/model.onnx and extra files. Returns the paths written. */

@@ -125,6 +125,45 @@ run http_simple_json_tensors http -m simple --input-tensor-format json --output-
 # one stream; outputs validated against the JSON file; and a dynamic-batching model.
 run grpc_simple_streaming_input_json grpc -m simple --streaming --input-data "$INPUT_JSON" --concurrency-range 4
 run grpc_ranker_mlp_streaming grpc -m ranker_mlp --streaming -b 4 --concurrency-range 8
+# Sequence models (the sequence batcher): perf_analyzer sends sequences of 10 requests with
+# correlation IDs from the range, START on the first and END on the last; direct strategy
+# (simple_sequence) and oldest (simple_dyna_sequence) on the stream.
+run grpc_simple_sequence grpc -m simple_sequence --sequence-length 10 --sequence-id-range 1:1000 --concurrency-range 4
+run grpc_dyna_sequence_streaming grpc -m simple_dyna_sequence --streaming --sequence-length 10 --sequence-id-range 1:1000 --concurrency-range 8
+# The Triton tutorial's Python model (food_classifier: Pillow + numpy, then image_classifier
+# through BLS), fed the way the tutorial's client feeds it: a base64 string in a BYTES tensor. The
+# JSON's b64 holds the serialized BYTES element (4-byte length, then the string), as perf_analyzer
+# expects for BYTES. Each batch-1 request of the concurrency-8 run waits while the stub works, so
+# the dynamic batcher must merge them: check_batched reads the server-side counts it printed.
+FOOD_JSON="$LOG_DIR/food_input.json"
+python3 - "$ROOT/docs/examples/food.jpg" "$FOOD_JSON" <<'PY'
+import base64, json, struct, sys
+s = base64.b64encode(open(sys.argv[1], "rb").read())
+json.dump({"data": [{"INPUT_IMAGE": {"b64": base64.b64encode(struct.pack("<I", len(s)) + s).decode()}}]}, open(sys.argv[2], "w"))
+PY
+check_batched() { # check_batched NAME: the server executed fewer batches than it inferred requests
+  local name="$1" log="$LOG_DIR/pa_$1.log" i found=""
+  for i in "${!NAMES[@]}"; do [[ "${NAMES[i]}" == "$name" ]] && found=1 && break; done
+  [[ -n "$found" && -f "$log" ]] || return 0 # filtered out
+  local inf exe
+  inf="$(grep -m1 -oP 'Inference count: \K\d+' "$log")" exe="$(grep -m1 -oP 'Execution count: \K\d+' "$log")"
+  if [[ -n "$inf" && -n "$exe" ]] && ((exe < inf)); then
+    echo "   batched: $inf inferences in $exe executions"
+  else
+    echo "   FAILED: no batches > 1 formed (inference count '${inf}', execution count '${exe}')"
+    RCS[i]=97 FAILED=1
+  fi
+}
+for proto in grpc http; do
+  run "${proto}_food_classifier_b1_c8" "$proto" -m food_classifier -b 1 --input-data "$FOOD_JSON" --concurrency-range 8
+  check_batched "${proto}_food_classifier_b1_c8"
+done
+run grpc_food_classifier_b16 grpc -m food_classifier -b 16 --input-data "$FOOD_JSON" --concurrency-range 1
+check_batched grpc_food_classifier_b16
+# The same image through the ensemble food_pipeline (Python preprocess -> image_classifier ->
+# Python postprocess): perf_analyzer reads the ensemble's config, then the statistics of the
+# ensemble and of each composing model, and prints the server-side times of each.
+run grpc_food_pipeline_b1_c4 grpc -m food_pipeline -b 1 --input-data "$FOOD_JSON" --concurrency-range 4
 if grep -qx system_shared_memory <<<"$EXTENSIONS"; then
   # Inputs and outputs in system shared memory, the inputs from the JSON file. Its
   # validation_data is left out: perf_analyzer checks the outputs the response carries, and an

@@ -17,7 +17,10 @@
 //    dims come out empty gets dims [1] plus `reshape { shape: [] }` (the reshape only when the
 //    model batches, as Triton does).
 //
-// Two deliberate differences from Triton, both only where Triton cannot tell or would fail:
+// Deliberate differences from Triton, only where Triton cannot tell or would fail:
+//  - With sequence_batching, the control and state tensors the batcher feeds (and state outputs)
+//    are not added as inputs/outputs: clients could not send them (Triton's backend lists every
+//    tensor of the model file).
 //  - Triton cannot distinguish `max_batch_size: 0` written in the file from an absent field (proto3
 //    has no presence for scalars), so it batches a model whose file says 0. Here an explicit 0 is
 //    kept: the model does not batch. Only an absent field takes the default.
@@ -61,8 +64,15 @@ export function autoCompleteConfig(config: ModelConfig, sig: ModelSignature, opt
   if (inputCount === 0 || outputCount === 0) {
     completeMaxBatch(out, sig, model, opts);
     const maxBatch = out.max_batch_size ?? 0;
-    if (inputCount === 0) out.input = sig.inputs.map((s) => generated('input', s, maxBatch, model));
-    if (outputCount === 0) out.output = sig.outputs.map((s) => generated('output', s, maxBatch, model));
+    // The sequence batcher feeds control and state inputs itself: clients do not send them.
+    const fed = new Set([
+      ...(out.sequence_batching?.control_input ?? []).map((c) => c.name),
+      ...(out.sequence_batching?.state ?? []).map((s) => s.input_name),
+    ]);
+    if (inputCount === 0) out.input = sig.inputs.filter((s) => !fed.has(s.name)).map((s) => generated('input', s, maxBatch, model));
+    // A state output stays out too (listing it lets clients request it, which is a choice).
+    const kept = new Set((out.sequence_batching?.state ?? []).map((s) => s.output_name));
+    if (outputCount === 0) out.output = sig.outputs.filter((s) => !kept.has(s.name)).map((s) => generated('output', s, maxBatch, model));
   }
 
   // Fill what is missing in tensors the user listed (after max_batch_size is final).

@@ -14,7 +14,9 @@ export const onnxRuntimeBackend: Backend<OrtSettings> = {
   displayName: 'ONNX',
   defaultModelFilename: DEFAULT_MODEL_FILENAME,
   readSignature: (files) => readOnnxSignature(files.modelPath),
-  autoComplete: (config, signature) => autoCompleteConfig(config, signature),
+  // readSignature always gives one for an ONNX file.
+  autoComplete: (config, signature) => (signature ? autoCompleteConfig(config, signature) : config),
+  utf8BytesOnly: true,
   placeInstances: (config) => placeModel(config),
   startInstance: (placement, settings, files) =>
     OrtInstance.start(placement, { ...settings, modelPath: path.resolve(files.modelPath), cudaDeviceId: placement.deviceId }),

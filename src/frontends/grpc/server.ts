@@ -118,7 +118,7 @@ export async function startGrpcServer(
       return {};
     }),
     RepositoryModelUnload: unary(async (r: RepositoryModelUnloadRequest__Output) => {
-      await core.unloadModel(r.model_name);
+      await core.unloadModel(r.model_name, repositoryParams(r.parameters));
       return {};
     }),
     ModelStreamInfer: streams.handler,

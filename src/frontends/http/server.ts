@@ -9,6 +9,7 @@ import { encodeJson } from '../../kernel/json.js';
 import type { Logger } from '../../kernel/log.js';
 import { type Restrictions, restrictHttp } from '../restricted.js';
 import { decompress, jsonObjectBody, readBody } from './body.js';
+import { dashboardRoutes } from './dashboard.js';
 import { decodeInferRequest, encodeInferResponse } from './infer_codec.js';
 import { sharedMemoryRoutes } from './shared_memory.js';
 import { httpInferTracing, traceLoggingRoutes } from './trace_logging.js';
@@ -20,6 +21,8 @@ export interface HttpOptions {
   maxInputSize: number;
   /** --http-restricted-api groups (frontends/restricted.ts). */
   restrictions?: Restrictions;
+  /** The live dashboard at GET /dashboard (--allow-dashboard; default true). */
+  dashboard?: boolean;
 }
 
 type ModelParams = { model: string; version?: string };
@@ -123,6 +126,7 @@ export function buildHttpServer(core: CoreApi, log: Logger, opts: HttpOptions): 
 
   sharedMemoryRoutes(app, core);
   traceLoggingRoutes(app, core, opts.maxInputSize);
+  if (opts.dashboard ?? true) dashboardRoutes(app, core);
 
   // Repository extension.
   const jsonBody = (req: FastifyRequest): Promise<Record<string, unknown>> =>
@@ -151,8 +155,7 @@ export function buildHttpServer(core: CoreApi, log: Logger, opts: HttpOptions): 
     return reply.code(200).send();
   });
   app.post('/v2/repository/models/:model/unload', async (req: FastifyRequest<{ Params: ModelParams }>, reply) => {
-    paramsOf(await jsonBody(req)); // unload_dependents: Serval has no ensembles, so there are none
-    await core.unloadModel(req.params.model);
+    await core.unloadModel(req.params.model, paramsOf(await jsonBody(req)));
     return reply.code(200).send();
   });
 

@@ -1,0 +1,410 @@
+// The main-thread side of one Python model instance: a stub process (stub_process.ts), two
+// shared-memory files (shm.ts) and the control channel (channel.ts).
+//
+// An execution: the scheduler assembles the batch into `staging` (the reservation's buffer); one
+// positioned write puts it into the "to stub" file; an `exec` message gives each request's share
+// of every input (offsets, shapes, id, parameters, requested outputs); the stub calls the model's
+// execute() with numpy views over the file, writes every response's outputs into the "from stub"
+// file and answers `done` with their offsets; one positioned read takes them back.
+//
+// BLS: the stub sends `bls` with its inputs in the "from stub" file; the request runs through the
+// server (InstanceHost.infer, the target model's checks and scheduler) and its outputs go into the
+// "to stub" file after the execution's inputs, the answer to `bls_done`.
+import type { InstancePlacement } from '../../config/resolved.js';
+import { isDataType } from '../../kernel/datatypes.js';
+import { asServalError, type ErrorCode, ServalError } from '../../kernel/errors.js';
+import type { Logger } from '../../kernel/log.js';
+import type { InferRequest, Params } from '../../kernel/types.js';
+import type { ExecLayout, ExecOutput, ExecResult, Execution, InstanceHost, ModelInstance, Reservation } from '../backend.js';
+import type { StubMessage } from './channel.js';
+import { interpreterProblem } from './interpreter.js';
+import { ShmFile } from './shm.js';
+import { type StubExit, StubProcess } from './stub_process.js';
+
+/** [name, datatype, shape, offset, byte length] of a tensor in a shared-memory file. */
+type TensorSpec = [string, string, number[], number, number];
+
+/** One request of an `exec` message. */
+interface RequestSpec {
+  id: string;
+  params: Params;
+  outs: string[];
+  ins: TensorSpec[];
+}
+
+interface Running {
+  seq: number;
+  resolve: (r: ExecResult) => void;
+  reject: (e: Error) => void;
+}
+
+export interface PythonInstanceOptions {
+  interpreter: string;
+  /** initialize(args): every value a string, as in Triton. */
+  args: Record<string, string>;
+  modelPath: string;
+  host: InstanceHost;
+  log: Logger;
+}
+
+const INITIAL_SHM = 1 << 20;
+const ALIGN = 64;
+const ZEROS = new Uint8Array(ALIGN);
+const align = (n: number): number => Math.ceil(n / ALIGN) * ALIGN;
+const ERROR_CODES: readonly ErrorCode[] = [
+  'UNKNOWN',
+  'INTERNAL',
+  'NOT_FOUND',
+  'INVALID_ARG',
+  'UNAVAILABLE',
+  'UNSUPPORTED',
+  'ALREADY_EXISTS',
+  'CANCELLED',
+];
+
+/** A Python traceback ("Type: message\n\nAt:\n  file(line): fn\n...") on one line, for load errors. */
+export function oneLine(text: string): string {
+  return text
+    .trim()
+    .replace(/\n\nAt:\n\s*/, ' (at ')
+    .replace(/\n\s*/g, ' < ')
+    .replace(/ \(at (.*)$/s, ' (at $1)');
+}
+
+function describeExit(e: StubExit): string {
+  return e.signal ? `killed by ${e.signal}` : `exit code ${e.code}`;
+}
+
+export class PythonInstance implements ModelInstance {
+  /** The stub runs one execute() at a time; batches wait in the scheduler, where they can form. */
+  readonly capacity = 1;
+  private stub: StubProcess | undefined;
+  private restarting: Promise<StubProcess> | undefined;
+  private running: Running | undefined;
+  private busy = false;
+  private closed = false;
+  private seq = 0;
+  /** Where the next BLS response goes in the "to stub" file: after the execution's inputs. */
+  private blsTop = 0;
+  private staging = Buffer.allocUnsafe(INITIAL_SHM);
+
+  private constructor(
+    readonly placement: InstancePlacement,
+    private readonly toStub: ShmFile,
+    private readonly fromStub: ShmFile,
+    private readonly opts: PythonInstanceOptions,
+  ) {}
+
+  static async start(placement: InstancePlacement, opts: PythonInstanceOptions): Promise<PythonInstance> {
+    const to = ShmFile.create(`${placement.name}_to`, INITIAL_SHM);
+    const from = ShmFile.create(`${placement.name}_from`, INITIAL_SHM);
+    const inst = new PythonInstance(placement, to, from, opts);
+    try {
+      inst.stub = await inst.launch();
+    } catch (e) {
+      to.close();
+      from.close();
+      throw e;
+    }
+    return inst;
+  }
+
+  /** The pid of the running stub (tests kill it to see the instance recover). */
+  get stubPid(): number | undefined {
+    return this.stub?.pid;
+  }
+
+  private get name(): string {
+    return this.placement.name;
+  }
+
+  private unhealthy(): string {
+    return `Stub process '${this.name}' is not healthy.`;
+  }
+
+  private failure(message: string): ServalError {
+    return ServalError.internal(`Failed to process the request(s) for model instance '${this.name}', message: ${message}`);
+  }
+
+  /** Starts a stub and runs the model's initialize(); rejects with what went wrong. */
+  private launch(): Promise<StubProcess> {
+    const { interpreter } = this.opts;
+    const stub = StubProcess.spawn(interpreter, 'instance', [this.toStub.fd, this.fromStub.fd]);
+    return new Promise((resolve, reject) => {
+      let settled = false;
+      const fail = (reason: string): void => {
+        if (settled) return;
+        settled = true;
+        stub.kill();
+        reject(ServalError.unavailable(reason));
+      };
+      stub.onMessage = (m) => {
+        if (m.t === 'ready') {
+          settled = true;
+          stub.onMessage = (x) => this.onMessage(stub, x);
+          resolve(stub);
+        } else if (m.t === 'init_error' || m.t === 'fatal') {
+          const prefix = m.t === 'init_error' ? 'failed to initialize Python stub: ' : '';
+          fail(interpreterProblem(interpreter, { message: prefix + oneLine(String(m.msg)), missing: m.missing as string | null }));
+        } else if (m.t === 'log') this.logLine(m);
+      };
+      void stub.exited.then((e) => {
+        if (!settled) {
+          fail(
+            e.spawnError
+              ? interpreterProblem(interpreter, { spawnError: e.spawnError })
+              : `${this.unhealthy()} It exited during initialization (${describeExit(e)}).`,
+          );
+        } else this.onExit(stub, e);
+      });
+      stub.send({
+        t: 'init',
+        args: this.opts.args,
+        model_path: this.opts.modelPath,
+        to_size: this.toStub.size,
+        from_size: this.fromStub.size,
+      });
+    });
+  }
+
+  private onMessage(stub: StubProcess, m: StubMessage): void {
+    if (stub !== this.stub) return;
+    if (m.t === 'done') this.finish(m);
+    else if (m.t === 'bls') void this.bls(stub, m);
+    else if (m.t === 'log') this.logLine(m);
+  }
+
+  private logLine(m: StubMessage): void {
+    const fields = { model: this.opts.args.model_name, instance: this.name };
+    const text = String(m.msg);
+    if (m.level === 'ERROR') this.opts.log.error(text, fields);
+    else if (m.level === 'WARNING') this.opts.log.warn(text, fields);
+    else if (m.level === 'VERBOSE') this.opts.log.debug(text, fields);
+    else this.opts.log.info(text, fields);
+  }
+
+  /** The stub died: fail what it was running, and start another one right away. */
+  private onExit(stub: StubProcess, e: StubExit): void {
+    if (stub !== this.stub) return;
+    this.stub = undefined;
+    const running = this.running;
+    this.running = undefined;
+    running?.reject(this.failure(this.unhealthy()));
+    if (this.closed) return;
+    this.opts.log.error('Stub process is unhealthy and it will be restarted.', {
+      model: this.opts.args.model_name,
+      instance: this.name,
+      exit: describeExit(e),
+    });
+    void this.restart().catch(() => undefined);
+  }
+
+  private restart(): Promise<StubProcess> {
+    this.restarting ??= this.launch().then(
+      (s) => {
+        this.restarting = undefined;
+        if (this.closed) {
+          s.send({ t: 'fin' });
+          void s.stop(5000);
+          throw ServalError.unavailable(`instance ${this.name} is closed`);
+        }
+        this.stub = s;
+        this.opts.log.info('Python stub restarted', { model: this.opts.args.model_name, instance: this.name, pid: s.pid });
+        return s;
+      },
+      (e: unknown) => {
+        this.restarting = undefined;
+        this.opts.log.error('Python stub restart failed', {
+          model: this.opts.args.model_name,
+          instance: this.name,
+          reason: (e as Error).message,
+        });
+        throw e;
+      },
+    );
+    return this.restarting;
+  }
+
+  /** The live stub, restarting one that died (a request waits for the restart). */
+  private async liveStub(): Promise<StubProcess> {
+    if (this.stub?.alive) return this.stub;
+    try {
+      return await this.restart();
+    } catch (e) {
+      throw this.failure(`${this.unhealthy()} Restarting it failed: ${(e as Error).message}`);
+    }
+  }
+
+  reserve(byteLength: number): Reservation {
+    if (this.closed) throw ServalError.internal(`instance ${this.name} is closed`);
+    if (this.busy) throw ServalError.internal(`instance ${this.name} already has an execution`);
+    if (this.staging.byteLength < byteLength) this.staging = Buffer.allocUnsafe(align(byteLength));
+    this.busy = true;
+    let open = true;
+    const close = (): void => {
+      if (!open) throw ServalError.internal(`a reservation of instance ${this.name} was used twice`);
+      open = false;
+    };
+    return {
+      buffer: this.staging.subarray(0, byteLength),
+      execute: (layout) => {
+        close();
+        const result = this.run(layout, byteLength).finally(() => {
+          this.busy = false;
+        });
+        return { result, held: false, withdraw: () => false } satisfies Execution;
+      },
+      release: () => {
+        if (!open) return;
+        close();
+        this.busy = false;
+      },
+    };
+  }
+
+  private async run(layout: ExecLayout, inputBytes: number): Promise<ExecResult> {
+    const stub = await this.liveStub();
+    this.toStub.write(this.staging.subarray(0, inputBytes), 0);
+    this.blsTop = align(inputBytes);
+    const seq = ++this.seq;
+    const reqs = this.describe(layout);
+    return new Promise<ExecResult>((resolve, reject) => {
+      this.running = { seq, resolve, reject };
+      stub.send({ t: 'exec', seq, size: this.toStub.size, reqs });
+    });
+  }
+
+  /** Each request's share of every input, in the order the scheduler assembled them. */
+  private describe(layout: ExecLayout): RequestSpec[] {
+    const requests = layout.requests ?? [
+      { id: '', parameters: {}, batchSize: 0, inputBytes: layout.inputs.map((t) => t.byteLength), outputs: layout.outputs },
+    ];
+    const cursor = layout.inputs.map((t) => t.offset);
+    return requests.map((r) => ({
+      id: r.id,
+      params: r.parameters,
+      outs: r.outputs,
+      ins: layout.inputs.map((slot, j): TensorSpec => {
+        const n = r.inputBytes[j] ?? 0;
+        const at = cursor[j]!;
+        cursor[j] = at + n;
+        const shape = r.batchSize > 0 ? [r.batchSize, ...slot.dims.slice(1)] : [...slot.dims];
+        return [slot.name, slot.datatype, shape, at, n];
+      }),
+    }));
+  }
+
+  private finish(m: StubMessage): void {
+    const running = this.running;
+    if (!running || m.seq !== running.seq) return;
+    this.running = undefined;
+    if (typeof m.fail === 'string') {
+      running.reject(this.failure(m.fail));
+      return;
+    }
+    try {
+      const lo = m.lo as number;
+      const hi = m.hi as number;
+      const bytes = hi > lo ? this.fromStub.read(lo, hi - lo) : Buffer.alloc(0);
+      const responses = (m.resps as { err?: { msg: string; code: string }; outs?: TensorSpec[] }[]).map((r): ExecOutput[] | Error => {
+        if (r.err)
+          return new ServalError(ERROR_CODES.includes(r.err.code as ErrorCode) ? (r.err.code as ErrorCode) : 'INTERNAL', r.err.msg);
+        const outs: ExecOutput[] = [];
+        for (const [name, datatype, shape, offset, length] of r.outs ?? []) {
+          if (!isDataType(datatype)) return this.failure(`output '${name}' has datatype ${datatype}, which Serval does not support`);
+          outs.push({ name, datatype, dims: shape, data: bytes.subarray(offset - lo, offset - lo + length) });
+        }
+        return outs;
+      });
+      running.resolve({
+        outputs: [],
+        responses,
+        computeInputNs: Number(m.tin),
+        computeInferNs: Number(m.tinfer),
+        computeOutputNs: Number(m.tout),
+      });
+    } catch (e) {
+      running.reject(asServalError(e));
+    }
+  }
+
+  /** A BLS request of the model: run it through the server, hand the response back. */
+  private async bls(stub: StubProcess, m: StubMessage): Promise<void> {
+    const reply = (body: Record<string, unknown>): void => {
+      if (stub === this.stub) stub.send({ t: 'bls_done', id: m.id, ...body });
+    };
+    try {
+      const specs = m.ins as TensorSpec[];
+      const lo = Math.min(...specs.map((s) => s[3]));
+      const hi = Math.max(...specs.map((s) => s[3] + s[4]));
+      const bytes = specs.length && hi > lo ? this.fromStub.read(lo, hi - lo) : Buffer.alloc(0);
+      const outs = m.outs as string[];
+      const req: InferRequest = {
+        modelName: String(m.model),
+        modelVersion: String(m.version ?? ''),
+        id: String(m.rid ?? ''),
+        inputs: specs.map(([name, datatype, shape, offset, length]) => ({
+          name,
+          datatype,
+          shape,
+          data: bytes.subarray(offset - lo, offset - lo + length),
+        })),
+        outputs: outs.length ? outs.map((name) => ({ name })) : undefined,
+        parameters: blsParameters(m),
+      };
+      const resp = await this.opts.host.infer(req);
+      if (stub !== this.stub) return;
+      const parts: Uint8Array[] = [];
+      const out: TensorSpec[] = [];
+      const start = align(this.blsTop);
+      let at = start;
+      for (const o of resp.outputs) {
+        const pad = align(at) - at;
+        if (pad) parts.push(ZEROS.subarray(0, pad));
+        at += pad;
+        out.push([o.name, o.datatype, o.shape, at, o.data.byteLength]);
+        parts.push(o.data);
+        at += o.data.byteLength;
+      }
+      if (at > start) this.toStub.writev(parts, start, at - start);
+      this.blsTop = at;
+      reply({ outs: out, size: this.toStub.size });
+    } catch (e) {
+      const err = asServalError(e);
+      reply({ err: { msg: err.message, code: err.code } });
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    const stub = this.stub ?? (await this.restarting?.catch(() => undefined));
+    if (stub?.alive) {
+      stub.send({ t: 'fin' });
+      await stub.stop(5000);
+    }
+    this.running?.reject(ServalError.unavailable(`instance ${this.name} is closed`));
+    this.running = undefined;
+    this.toStub.close();
+    this.fromStub.close();
+  }
+}
+
+/** A BLS request's parameters: the model's own, and Triton's request fields as Serval's parameters. */
+function blsParameters(m: StubMessage): Params {
+  const out: Params = {};
+  const given = m.params;
+  if (given && typeof given === 'object') {
+    for (const [k, v] of Object.entries(given)) {
+      if (typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean') out[k] = v;
+    }
+  }
+  const corr = m.corr;
+  if ((typeof corr === 'number' && corr !== 0) || (typeof corr === 'string' && corr !== '')) out.sequence_id = corr;
+  const flags = Number(m.flags ?? 0);
+  if (flags & 1) out.sequence_start = true;
+  if (flags & 2) out.sequence_end = true;
+  const timeout = Number(m.timeout ?? 0);
+  if (timeout > 0) out.timeout = timeout;
+  return out;
+}

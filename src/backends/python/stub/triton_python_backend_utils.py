@@ -1,0 +1,543 @@
+"""Serval's `triton_python_backend_utils`: the module a Triton Python model imports as
+`import triton_python_backend_utils as pb_utils`.
+
+It offers the API of Triton's Python backend (Tensor, InferenceRequest / InferenceResponse,
+TritonError, TritonModelException, the config helpers, ModelConfig for auto_complete_config, the
+Logger, BLS through InferenceRequest.exec / async_exec) over Serval's stub
+(serval_python_stub.py), which sets `_stub` when it runs a model.
+"""
+
+import json
+import struct
+
+import numpy as np
+
+# Request flags, response flags and memory kinds, with Triton's values.
+TRITONSERVER_REQUEST_FLAG_SEQUENCE_START = 1
+TRITONSERVER_REQUEST_FLAG_SEQUENCE_END = 2
+TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
+TRITONSERVER_REQUEST_RELEASE_ALL = 1
+TRITONSERVER_REQUEST_RELEASE_RESCHEDULE = 2
+TRITONSERVER_MEMORY_CPU = 0
+TRITONSERVER_MEMORY_CPU_PINNED = 1
+TRITONSERVER_MEMORY_GPU = 2
+
+TRITON_STRING_TO_NUMPY = {
+    "TYPE_BOOL": bool,
+    "TYPE_UINT8": np.uint8,
+    "TYPE_UINT16": np.uint16,
+    "TYPE_UINT32": np.uint32,
+    "TYPE_UINT64": np.uint64,
+    "TYPE_INT8": np.int8,
+    "TYPE_INT16": np.int16,
+    "TYPE_INT32": np.int32,
+    "TYPE_INT64": np.int64,
+    "TYPE_FP16": np.float16,
+    "TYPE_FP32": np.float32,
+    "TYPE_FP64": np.float64,
+    "TYPE_STRING": np.object_,
+}
+
+# Wire datatype names <-> numpy dtypes (BYTES is an object array of `bytes`).
+_DATATYPE_TO_NUMPY = {
+    "BOOL": np.dtype(np.bool_),
+    "UINT8": np.dtype(np.uint8),
+    "UINT16": np.dtype(np.uint16),
+    "UINT32": np.dtype(np.uint32),
+    "UINT64": np.dtype(np.uint64),
+    "INT8": np.dtype(np.int8),
+    "INT16": np.dtype(np.int16),
+    "INT32": np.dtype(np.int32),
+    "INT64": np.dtype(np.int64),
+    "FP16": np.dtype(np.float16),
+    "FP32": np.dtype(np.float32),
+    "FP64": np.dtype(np.float64),
+    "BYTES": np.dtype(np.object_),
+}
+# TRITONSERVER_DataType numbers, as Triton's triton_to_numpy_type takes them.
+_TYPE_NUMBERS = ["INVALID", "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64", "FP16", "FP32", "FP64", "BYTES"]
+
+_stub = None  # set by serval_python_stub.py
+
+
+def _datatype_of(dtype):
+    """The wire datatype name of a numpy dtype, or None."""
+    dtype = np.dtype(dtype)
+    if dtype == np.object_ or dtype.type == np.bytes_:
+        return "BYTES"
+    for name, d in _DATATYPE_TO_NUMPY.items():
+        if d == dtype:
+            return name
+    return None
+
+
+def serialize_byte_tensor(input_tensor):
+    """An object (or bytes_) array as Triton's BYTES encoding: each element in C order as a
+    4-byte little-endian length followed by its bytes. `str` elements are UTF-8 encoded, `bytes`
+    kept as they are, anything else through str(). Returns a uint8 array."""
+    if input_tensor.size == 0:
+        return np.empty([0], dtype=np.uint8)
+    if input_tensor.dtype != np.object_ and input_tensor.dtype.type != np.bytes_:
+        raise TritonModelException("cannot serialize bytes tensor: invalid datatype")
+    parts = []
+    for item in input_tensor.reshape(-1).tolist():
+        if isinstance(item, (bytes, bytearray, memoryview)):
+            b = bytes(item)
+        elif isinstance(item, str):
+            b = item.encode("utf-8")
+        else:
+            b = str(item).encode("utf-8")
+        parts.append(struct.pack("<I", len(b)))
+        parts.append(b)
+    return np.frombuffer(b"".join(parts), dtype=np.uint8)
+
+
+def deserialize_bytes_tensor(encoded_tensor):
+    """Triton's BYTES encoding back into a 1-D object array of `bytes`."""
+    buf = memoryview(encoded_tensor).cast("B") if not isinstance(encoded_tensor, (bytes, bytearray)) else encoded_tensor
+    out = []
+    offset = 0
+    end = len(buf)
+    while offset < end:
+        if offset + 4 > end:
+            raise TritonModelException("malformed BYTES tensor: a length prefix is cut short")
+        (n,) = struct.unpack_from("<I", buf, offset)
+        offset += 4
+        if offset + n > end:
+            raise TritonModelException("malformed BYTES tensor: an element runs past the end of the data")
+        out.append(bytes(buf[offset : offset + n]))
+        offset += n
+    arr = np.empty(len(out), dtype=np.object_)
+    arr[:] = out
+    return arr
+
+
+def triton_to_numpy_type(data_type):
+    """numpy type of a TRITONSERVER_DataType number."""
+    if 0 < data_type < len(_TYPE_NUMBERS):
+        return _DATATYPE_TO_NUMPY[_TYPE_NUMBERS[data_type]].type
+    return None
+
+
+def numpy_to_triton_type(data_type):
+    """TRITONSERVER_DataType number of a numpy type."""
+    name = _datatype_of(data_type)
+    return _TYPE_NUMBERS.index(name) if name else None
+
+
+def triton_string_to_numpy(triton_type_string):
+    """numpy type of a config data_type such as "TYPE_FP32"."""
+    return TRITON_STRING_TO_NUMPY[triton_type_string]
+
+
+def get_input_tensor_by_name(inference_request, name):
+    """The request's input Tensor called `name`, or None."""
+    for t in inference_request.inputs():
+        if t.name() == name:
+            return t
+    return None
+
+
+def get_output_tensor_by_name(inference_response, name):
+    """The response's output Tensor called `name`, or None."""
+    for t in inference_response.output_tensors():
+        if t.name() == name:
+            return t
+    return None
+
+
+def get_input_config_by_name(model_config, name):
+    """The `input` entry of a model config dict called `name`, or None."""
+    for t in model_config.get("input", []):
+        if t["name"] == name:
+            return t
+    return None
+
+
+def get_output_config_by_name(model_config, name):
+    """The `output` entry of a model config dict called `name`, or None."""
+    for t in model_config.get("output", []):
+        if t["name"] == name:
+            return t
+    return None
+
+
+def using_decoupled_model_transaction_policy(model_config):
+    """Whether the config makes the model decoupled."""
+    return bool(model_config.get("model_transaction_policy", {}).get("decoupled", False))
+
+
+class TritonError:
+    """An error of one response (InferenceResponse(error=...)), or of a BLS response."""
+
+    UNKNOWN = 0
+    INTERNAL = 1
+    NOT_FOUND = 2
+    INVALID_ARG = 3
+    UNAVAILABLE = 4
+    UNSUPPORTED = 5
+    ALREADY_EXISTS = 6
+    CANCELLED = 7
+
+    def __init__(self, msg, code=INTERNAL):
+        self._msg = msg
+        self._code = code
+
+    def __str__(self):
+        return self._msg
+
+    def message(self):
+        return self._msg
+
+    def code(self):
+        return self._code
+
+
+# Serval's error code names, in TritonError's order.
+_CODE_NAMES = ["UNKNOWN", "INTERNAL", "NOT_FOUND", "INVALID_ARG", "UNAVAILABLE", "UNSUPPORTED", "ALREADY_EXISTS", "CANCELLED"]
+
+
+class TritonModelException(Exception):
+    """Raised by a model (or by this module) to fail the requests it is executing."""
+
+    def __init__(self, msg):
+        super().__init__(msg)
+        self._msg = msg
+
+    def message(self):
+        return self._msg
+
+
+class Tensor:
+    """A named tensor over a numpy array (inputs, outputs, BLS tensors)."""
+
+    def __init__(self, name, numpy_array, triton_dtype=None):
+        if not isinstance(numpy_array, np.ndarray):
+            numpy_array = np.asarray(numpy_array)
+        if numpy_array.dtype.type == np.str_ or numpy_array.dtype == np.void:
+            raise TritonModelException("Tensor dtype used for numpy_array is not support by Python backend. Please use np.object_ instead.")
+        if triton_dtype is not None:
+            wanted = triton_to_numpy_type(triton_dtype)
+            if wanted is not None and numpy_array.dtype != wanted and wanted is not np.object_:
+                numpy_array = numpy_array.view(wanted)
+            self._datatype = _TYPE_NUMBERS[triton_dtype]
+        else:
+            self._datatype = _datatype_of(numpy_array.dtype)
+            if self._datatype is None:
+                raise TritonModelException(f"Tensor '{name}': numpy dtype {numpy_array.dtype} has no Triton datatype")
+        self._name = name
+        self._array = numpy_array
+
+    def name(self):
+        return self._name
+
+    def as_numpy(self):
+        return self._array
+
+    def triton_dtype(self):
+        return _TYPE_NUMBERS.index(self._datatype)
+
+    def shape(self):
+        return list(self._array.shape)
+
+    def is_cpu(self):
+        return True
+
+    def to_dlpack(self):
+        if self._datatype == "BYTES":
+            raise TritonModelException("DLPack does not support BYTES tensors")
+        return self._array.__dlpack__()
+
+    @staticmethod
+    def from_dlpack(name, dlpack):
+        return Tensor(name, np.from_dlpack(dlpack))
+
+    def __repr__(self):
+        return f"Tensor(name={self._name!r}, datatype={self._datatype}, shape={list(self._array.shape)})"
+
+
+class PreferredMemory:
+    """Accepted for BLS requests; Serval keeps every tensor in CPU memory."""
+
+    def __init__(self, preferred_memory_type, preferred_device_id=0):
+        self.preferred_memory_type = preferred_memory_type
+        self.preferred_device_id = preferred_device_id
+
+
+class InferenceResponse:
+    """The answer to one request: output tensors, or an error."""
+
+    def __init__(self, output_tensors=None, error=None, parameters=None):
+        if output_tensors is None:
+            output_tensors = []
+        if not isinstance(output_tensors, list):
+            raise TritonModelException('"output_tensors" must be a list.')
+        self._outputs = output_tensors
+        self._error = error
+        self._parameters = parameters
+
+    def output_tensors(self):
+        return self._outputs
+
+    def has_error(self):
+        return self._error is not None
+
+    def error(self):
+        return self._error
+
+    def parameters(self):
+        return json.dumps(self._parameters if self._parameters is not None else {})
+
+
+class InferenceRequest:
+    """A request the model executes (built by the stub), or one it makes itself (BLS):
+    `InferenceRequest(model_name=..., requested_output_names=[...], inputs=[...]).exec()`."""
+
+    def __init__(
+        self,
+        model_name=None,
+        requested_output_names=None,
+        inputs=None,
+        request_id="",
+        correlation_id=0,
+        model_version=-1,
+        flags=0,
+        timeout=0,
+        preferred_memory=None,
+        trace=None,
+        parameters=None,
+    ):
+        self._model_name = model_name
+        self._requested_output_names = list(requested_output_names or [])
+        self._inputs = list(inputs or [])
+        self._request_id = request_id
+        self._correlation_id = correlation_id
+        self._model_version = model_version
+        self._flags = flags
+        self._timeout = timeout
+        if isinstance(parameters, str):
+            parameters = json.loads(parameters)
+        if parameters is not None and not isinstance(parameters, dict):
+            raise TritonModelException("InferenceRequest parameters must be a dict of str to bool, int or str")
+        self._parameters = parameters or {}
+        self._release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
+
+    def inputs(self):
+        return self._inputs
+
+    def request_id(self):
+        return self._request_id
+
+    def correlation_id(self):
+        return self._correlation_id
+
+    def model_name(self):
+        return self._model_name
+
+    def model_version(self):
+        return self._model_version
+
+    def flags(self):
+        return self._flags
+
+    def timeout(self):
+        return self._timeout
+
+    def requested_output_names(self):
+        return self._requested_output_names
+
+    def parameters(self):
+        """The request's parameters as a JSON string (json.loads it)."""
+        return json.dumps(self._parameters)
+
+    def is_cancelled(self):
+        return False
+
+    def trace(self):
+        return None
+
+    def set_release_flags(self, flags):
+        if flags != TRITONSERVER_REQUEST_RELEASE_ALL:
+            raise TritonModelException("request rescheduling needs iterative sequence batching, which Serval does not support")
+        self._release_flags = flags
+
+    def get_response_sender(self):
+        raise TritonModelException("decoupled models (response senders) are not supported by Serval")
+
+    def exec(self, decoupled=False):
+        """Runs this request on the named model inside Serval and waits for the response."""
+        if decoupled:
+            raise TritonModelException("BLS requests to decoupled models are not supported by Serval")
+        if _stub is None:
+            raise TritonModelException("BLS requests can only be made by a model that Serval runs")
+        return _stub.infer(self)
+
+    async def async_exec(self, decoupled=False):
+        """Like exec(), without blocking the event loop of an `async def execute`."""
+        if decoupled:
+            raise TritonModelException("BLS requests to decoupled models are not supported by Serval")
+        if _stub is None:
+            raise TritonModelException("BLS requests can only be made by a model that Serval runs")
+        return await _stub.infer_async(self)
+
+
+def is_model_ready(model_name, model_version=""):
+    raise TritonModelException("the model loading API (is_model_ready) is not supported by Serval")
+
+
+def load_model(model_name, config="", files=None):
+    raise TritonModelException("the model loading API (load_model) is not supported by Serval")
+
+
+def unload_model(model_name, unload_dependents=False):
+    raise TritonModelException("the model loading API (unload_model) is not supported by Serval")
+
+
+class Logger:
+    """Log lines in the server's log, filtered by its log settings."""
+
+    INFO = 0
+    WARNING = 1
+    ERROR = 2
+    VERBOSE = 3
+
+    @staticmethod
+    def log(message, level=0):
+        names = ("INFO", "WARNING", "ERROR", "VERBOSE")
+        name = names[level] if 0 <= level < len(names) else "INFO"
+        if _stub is not None:
+            _stub.log(name, str(message))
+        else:
+            print(f"{name}: {message}", flush=True)
+
+    @staticmethod
+    def log_info(message):
+        Logger.log(message, Logger.INFO)
+
+    @staticmethod
+    def log_warn(message):
+        Logger.log(message, Logger.WARNING)
+
+    @staticmethod
+    def log_error(message):
+        Logger.log(message, Logger.ERROR)
+
+    @staticmethod
+    def log_verbose(message):
+        Logger.log(message, Logger.VERBOSE)
+
+
+class MetricFamily:
+    """Custom metrics are kept in the stub (Serval does not export them)."""
+
+    COUNTER = 0
+    GAUGE = 1
+    HISTOGRAM = 2
+
+    def __init__(self, name, description, kind):
+        self.name = name
+        self.description = description
+        self.kind = kind
+
+    def Metric(self, labels=None, buckets=None):  # noqa: N802 (Triton's name)
+        return Metric(self, labels or {})
+
+
+class Metric:
+    def __init__(self, family, labels):
+        self._family = family
+        self._labels = labels
+        self._value = 0.0
+
+    def increment(self, value):
+        if self._family.kind == MetricFamily.COUNTER and value < 0:
+            raise TritonModelException("a counter cannot be decremented")
+        self._value += value
+
+    def set(self, value):
+        if self._family.kind == MetricFamily.COUNTER:
+            raise TritonModelException("a counter cannot be set")
+        self._value = value
+
+    def observe(self, value):
+        self._value += value
+
+    def value(self):
+        return self._value
+
+
+class ModelConfig:
+    """The model config as auto_complete_config(auto_complete_model_config) sees and changes it."""
+
+    def __init__(self, model_config):
+        self._config = json.loads(model_config) if isinstance(model_config, str) else model_config
+        self._config.setdefault("input", [])
+        self._config.setdefault("output", [])
+        self._config.setdefault("max_batch_size", 0)
+
+    def as_dict(self):
+        return self._config
+
+    def _name(self):
+        return self._config.get("name", "")
+
+    def set_max_batch_size(self, max_batch_size):
+        current = int(self._config.get("max_batch_size", 0) or 0)
+        if current > max_batch_size:
+            raise ValueError(
+                f"configuration specified max_batch_size {current}, but in auto-complete-config function for model "
+                f"'{self._name()}' specified max_batch_size {max_batch_size}"
+            )
+        self._config["max_batch_size"] = max_batch_size
+
+    def set_dynamic_batching(self):
+        for other in ("sequence_batching", "ensemble_scheduling"):
+            if other in self._config:
+                raise ValueError(
+                    f"Configuration specified scheduling_choice as '{other}', but auto-complete-config function for model "
+                    f"'{self._name()}' tries to set scheduling_choice as 'dynamic_batching'"
+                )
+        self._config.setdefault("dynamic_batching", {})
+
+    def set_model_transaction_policy(self, transaction_policy_dict):
+        for key in transaction_policy_dict:
+            if key != "decoupled":
+                raise ValueError(f"model transaction property in auto-complete-config function for model '{self._name()}' contains property other than 'decoupled'.")
+        self._config["model_transaction_policy"] = dict(transaction_policy_dict)
+
+    def _add(self, kind, tensor):
+        allowed = ("name", "data_type", "dims", "optional") if kind == "input" else ("name", "data_type", "dims", "label_filename")
+        if "name" not in tensor:
+            raise ValueError(f"{kind} in auto-complete-config function for model '{self._name()}' is missing 'name' property.")
+        for key in tensor:
+            if key not in allowed:
+                raise ValueError(
+                    f"{kind} '{tensor['name']}' in auto-complete-config function for model '{self._name()}' contains property "
+                    f"other than {', '.join(repr(a) for a in allowed)}."
+                )
+        for key in ("data_type", "dims"):
+            if key not in tensor:
+                raise ValueError(f"{kind} '{tensor['name']}' in auto-complete-config function for model '{self._name()}' is missing '{key}' property.")
+        for current in self._config[kind]:
+            if current.get("name") != tensor["name"]:
+                continue
+            current_type = current.get("data_type", "TYPE_INVALID")
+            if current_type not in ("", "TYPE_INVALID") and current_type != tensor["data_type"]:
+                raise ValueError(
+                    f"unable to load model '{self._name()}', configuration expects datatype {current_type} for {kind} "
+                    f"'{tensor['name']}', model provides {tensor['data_type']}"
+                )
+            if current.get("dims") and list(current["dims"]) != list(tensor["dims"]):
+                raise ValueError(
+                    f"model '{self._name()}', tensor '{tensor['name']}': the model expects dims {list(tensor['dims'])} but the "
+                    f"model configuration specifies dims {list(current['dims'])}"
+                )
+            current.update(tensor)
+            return
+        self._config[kind].append(dict(tensor))
+
+    def add_input(self, input):  # noqa: A002 (Triton's name)
+        self._add("input", input)
+
+    def add_output(self, output):
+        self._add("output", output)

@@ -1,0 +1,259 @@
+// One Python backend instance in-process, with a real stub (the interpreter the server would use
+// by default: the project's .venv, which `npm test` sets up): tensors through the shared-memory
+// files (growing past their first size), BYTES byte for byte, BLS into a host, errors, a stub
+// that dies and is replaced, and what a missing interpreter or package is reported as.
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import type { InstanceHost, ModelInstance } from '../../src/backends/backend.js';
+import { pythonBackend } from '../../src/backends/python/backend.js';
+import type { PythonInstance } from '../../src/backends/python/instance.js';
+import { defaultInterpreter } from '../../src/backends/python/interpreter.js';
+import { placePythonModel } from '../../src/backends/python/placement.js';
+import type { ModelConfig } from '../../src/config/types.js';
+import { joinBytes } from '../../src/kernel/datatypes.js';
+import { ServalError } from '../../src/kernel/errors.js';
+import type { Logger } from '../../src/kernel/log.js';
+import type { InferRequest, InferResponse } from '../../src/kernel/types.js';
+import { submit } from '../../src/scheduler/scheduler.js';
+import { expectServalErrorAsync } from '../helpers/errors.js';
+import { capturedLogger } from '../helpers/frontends.js';
+import { ROOT } from '../helpers/paths.js';
+import { fromI32, i32 } from '../helpers/tensors.js';
+
+const MODELS = path.join(ROOT, 'test', 'python_models');
+const tmp = mkdtempSync(path.join(os.tmpdir(), 'serval-pyinst-'));
+const started: ModelInstance[] = [];
+afterAll(async () => {
+  await Promise.allSettled(started.map((i) => i.close()));
+  rmSync(tmp, { recursive: true, force: true });
+});
+
+const noHost: InstanceHost = { infer: () => Promise.reject(ServalError.unavailable('no host in this test')) };
+
+async function start(
+  name: string,
+  config: ModelConfig,
+  opts: { host?: InstanceHost; interpreter?: string; log?: Logger } = {},
+): Promise<PythonInstance> {
+  const backend = pythonBackend({ interpreter: opts.interpreter, log: opts.log ?? capturedLogger().log });
+  const placed = placePythonModel({ name, backend: 'python', ...config });
+  const modelDir = path.join(MODELS, name);
+  const inst = await backend.startInstance(
+    placed.placements[0]!,
+    placed.settings,
+    { modelDir, modelPath: path.join(modelDir, '1', 'model.py') },
+    opts.host ?? noHost,
+  );
+  started.push(inst);
+  return inst as PythonInstance;
+}
+
+const BYTES_IO: ModelConfig = {
+  max_batch_size: 8,
+  input: [{ name: 'INPUT0', data_type: 'TYPE_STRING', dims: [-1] }],
+  output: [
+    { name: 'OUTPUT0', data_type: 'TYPE_STRING', dims: [-1] },
+    { name: 'INFO', data_type: 'TYPE_STRING', dims: [1] },
+  ],
+};
+
+describe('a Python instance', () => {
+  it('starts with the interpreter the server finds by default, which has numpy (npm test installs it)', () => {
+    // Not a skip: without it every Python test below fails; `npm run setup:python` or tools/python/setup-runtime.sh.
+    expect(defaultInterpreter(undefined)).toMatch(/\.venv\/bin\/python3$/);
+  });
+
+  it('passes BYTES through byte for byte, each request of a batch apart, with its id, parameters and outputs', async () => {
+    const inst = await start('py_identity', BYTES_IO);
+    const odd = [Buffer.from([0xff, 0x00, 0xfe]), Buffer.alloc(0), Buffer.from('é', 'latin1'), Buffer.from([0xc3])];
+    const a = {
+      batchSize: 1,
+      inputs: [{ name: 'INPUT0', datatype: 'BYTES' as const, shape: [1, 2], data: joinBytes(odd.slice(0, 2)) }],
+      outputs: ['OUTPUT0', 'INFO'],
+      id: 'A',
+      parameters: { p: 'x', n: 3 },
+    };
+    const b = {
+      batchSize: 1,
+      inputs: [{ name: 'INPUT0', datatype: 'BYTES' as const, shape: [1, 2], data: joinBytes(odd.slice(2)) }],
+      outputs: ['OUTPUT0'],
+      id: 'B',
+      parameters: {},
+    };
+    const r = await submit(inst, [a, b], 2).result;
+    expect(r.responses).toHaveLength(2);
+    const [ra, rb] = r.responses as { name: string; dims: number[]; data: Uint8Array }[][];
+    expect(Buffer.from(ra!.find((o) => o.name === 'OUTPUT0')!.data)).toEqual(a.inputs[0]!.data);
+    expect(Buffer.from(rb!.find((o) => o.name === 'OUTPUT0')!.data)).toEqual(b.inputs[0]!.data);
+    // Only what each request asked for: B did not ask for INFO.
+    expect(rb!.map((o) => o.name)).toEqual(['OUTPUT0']);
+    const info = JSON.parse(
+      Buffer.from(ra!.find((o) => o.name === 'INFO')!.data)
+        .subarray(4)
+        .toString(),
+    ) as Record<string, unknown>;
+    expect(info).toMatchObject({
+      request_id: 'A',
+      parameters: { p: 'x', n: 3 },
+      requested: ['INFO', 'OUTPUT0'],
+      batch_requests: 2,
+      shape: [1, 2],
+      dtype: 'object',
+      element_types: ['bytes'],
+    });
+    expect(info.args).toMatchObject({
+      model_name: 'py_identity',
+      model_version: '1',
+      model_instance_kind: 'CPU',
+      model_instance_device_id: '0',
+      model_instance_name: 'py_identity_0_0',
+    });
+    expect(r.computeInferNs).toBeGreaterThan(0);
+  });
+
+  it('moves tensors larger than the shared-memory files it started with (both grow), and empty ones', async () => {
+    const inst = await start('py_identity_fp32', {
+      max_batch_size: 8,
+      input: [{ name: 'INPUT0', data_type: 'TYPE_FP32', dims: [-1] }],
+      output: [{ name: 'OUTPUT0', data_type: 'TYPE_FP32', dims: [-1] }],
+    });
+    for (const n of [3 << 18, 5 << 18, 16, 0]) {
+      const x = new Float32Array(n).map((_, i) => i * 0.5);
+      const data = new Uint8Array(x.buffer);
+      const r = await submit(inst, [{ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, n], data }], outputs: ['OUTPUT0'] }], 1)
+        .result;
+      const out = (r.responses![0] as { data: Uint8Array; dims: number[] }[])[0]!;
+      expect(out.dims).toEqual([1, n]);
+      expect(Buffer.from(out.data).equals(Buffer.from(data))).toBe(true);
+    }
+  });
+
+  it('BLS: the model calls the host; outputs come back into the model, errors keep their code', async () => {
+    const calls: InferRequest[] = [];
+    const host: InstanceHost = {
+      infer: async (req): Promise<InferResponse> => {
+        calls.push(req);
+        if (req.parameters.target === 'missing' || req.modelName === 'missing')
+          throw ServalError.notFound("Request for unknown model: 'missing' is not found");
+        const a = fromI32(req.inputs[0]!.data);
+        const b = fromI32(req.inputs[1]!.data);
+        return {
+          modelName: req.modelName,
+          modelVersion: '1',
+          id: req.id,
+          outputs: [
+            { name: 'OUTPUT0', datatype: 'INT32', shape: [1, 16], data: i32(a.map((v, i) => v + b[i]!)) },
+            { name: 'OUTPUT1', datatype: 'INT32', shape: [1, 16], data: i32(a.map((v, i) => v - b[i]!)) },
+          ],
+        };
+      },
+    };
+    const inst = await start('py_bls', {}, { host });
+    const x = Array.from({ length: 16 }, (_, i) => i);
+    const y = Array.from({ length: 16 }, () => 2);
+    const req = (params: Record<string, string>) => ({
+      inputs: [
+        { name: 'INPUT0', datatype: 'INT32' as const, shape: [1, 16], data: i32(x) },
+        { name: 'INPUT1', datatype: 'INT32' as const, shape: [1, 16], data: i32(y) },
+      ],
+      outputs: ['OUTPUT0', 'OUTPUT1'],
+      id: 'q',
+      parameters: params,
+    });
+    const ok = await submit(inst, [req({}), req({ target: 'missing' })], 2).result;
+    expect(calls.map((c) => [c.modelName, c.id, c.modelVersion])).toEqual([
+      ['simple', 'bls-q', ''],
+      ['missing', 'bls-q', ''],
+    ]);
+    expect(calls[0]!.outputs?.map((o) => o.name)).toEqual(['OUTPUT0', 'OUTPUT1']);
+    const [first, second] = ok.responses!;
+    expect(fromI32((first as { data: Uint8Array }[])[0]!.data)).toEqual(x.map((v) => v + 2));
+    expect(second).toBeInstanceOf(ServalError);
+    expect((second as ServalError).code).toBe('NOT_FOUND');
+    expect((second as ServalError).message).toBe("Request for unknown model: 'missing' is not found");
+  });
+
+  it('a stub that dies fails its execution clearly, is replaced, and the instance keeps serving', async () => {
+    const { log, lines } = capturedLogger();
+    const inst = await start(
+      'py_errors',
+      {
+        max_batch_size: 8,
+        input: [{ name: 'MODE', data_type: 'TYPE_STRING', dims: [1] }],
+        output: [{ name: 'OUT', data_type: 'TYPE_STRING', dims: [1] }],
+      },
+      { log },
+    );
+    const mode = (m: string) => ({
+      batchSize: 1,
+      inputs: [{ name: 'MODE', datatype: 'BYTES' as const, shape: [1, 1], data: joinBytes([m]) }],
+      outputs: ['OUT'],
+    });
+    const pidOf = async (): Promise<string> => {
+      const r = await submit(inst, [mode('ok')], 1).result;
+      return Buffer.from((r.responses![0] as { data: Uint8Array }[])[0]!.data)
+        .subarray(4)
+        .toString();
+    };
+    const before = await pidOf();
+    expect(before).toBe(String(inst.stubPid));
+    const running = submit(inst, [mode('sleep'), mode('ok')], 2).result;
+    await new Promise((r) => setTimeout(r, 150));
+    process.kill(Number(before), 'SIGKILL');
+    const err = await expectServalErrorAsync(running, 'INTERNAL');
+    expect(err.message).toBe(
+      "Failed to process the request(s) for model instance 'py_errors_0_0', message: Stub process 'py_errors_0_0' is not healthy.",
+    );
+    const after = await pidOf();
+    expect(after).not.toBe(before);
+    expect(lines.some((l) => /Stub process is unhealthy and it will be restarted/.test(l) && /killed by SIGKILL/.test(l))).toBe(true);
+    // A stub that kills itself inside execute: the same, and the next request is served again.
+    await expectServalErrorAsync(submit(inst, [mode('crash')], 1).result, 'INTERNAL');
+    expect(await pidOf()).not.toBe(after);
+  });
+
+  it('close() runs finalize and ends the stub', async () => {
+    const inst = await start('py_identity_fp32', {
+      max_batch_size: 8,
+      input: [{ name: 'INPUT0', data_type: 'TYPE_FP32', dims: [-1] }],
+      output: [{ name: 'OUTPUT0', data_type: 'TYPE_FP32', dims: [-1] }],
+    });
+    const pid = inst.stubPid!;
+    await inst.close();
+    expect(() => process.kill(pid, 0)).toThrow();
+    expect(() => inst.reserve(4)).toThrow('is closed');
+  });
+});
+
+describe('a Python instance that cannot start', () => {
+  const cfg: ModelConfig = {
+    input: [{ name: 'INPUT0', data_type: 'TYPE_FP32', dims: [1] }],
+    output: [{ name: 'OUTPUT0', data_type: 'TYPE_FP32', dims: [1] }],
+  };
+
+  it('no such interpreter: says what to install and how to point Serval at another Python', async () => {
+    const e = await expectServalErrorAsync(start('py_identity_fp32', cfg, { interpreter: path.join(tmp, 'no-python3') }));
+    expect(e.message).toContain(`the Python backend cannot run '${path.join(tmp, 'no-python3')}' (ENOENT)`);
+    expect(e.message).toContain('install Python 3');
+    expect(e.message).toContain('--backend-config=python,interpreter=');
+  });
+
+  it('a Python without numpy: names the package and the pip command', async () => {
+    // The same interpreter without its site-packages (-S) has no numpy.
+    const wrapper = path.join(tmp, 'python-without-numpy');
+    writeFileSync(wrapper, `#!/bin/sh\nexec ${defaultInterpreter(undefined)} -S "$@"\n`);
+    chmodSync(wrapper, 0o755);
+    const e = await expectServalErrorAsync(start('py_identity_fp32', cfg, { interpreter: wrapper }));
+    expect(e.message).toContain('numpy cannot be imported');
+    expect(e.message).toContain(`the Python package 'numpy' is missing in '${wrapper}': install it with '${wrapper} -m pip install numpy'`);
+  });
+
+  it('a model whose import fails for a missing package: names the pip package (PIL is Pillow)', async () => {
+    const e = await expectServalErrorAsync(start('py_missing_pil', cfg));
+    expect(e.message).toContain("failed to initialize Python stub: ModuleNotFoundError: No module named 'PIL'");
+    expect(e.message).toContain('py_missing_pil/1/model.py(2): <module>');
+    expect(e.message).toContain('-m pip install Pillow');
+  });
+});

@@ -1,0 +1,308 @@
+// The Python backend's pieces that need no Python: the control channel's framing, instance
+// placement, which interpreter a model gets and what a missing one is reported as,
+// --backend-config, the registry's list, and the seam features it added: per-request responses
+// and errors in the scheduler, the batch's requests in the layout, UTF-8-only BYTES as a backend
+// property.
+import { execFileSync } from 'node:child_process';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import type { ExecResult, Execution } from '../../src/backends/backend.js';
+import { onnxRuntimeBackend } from '../../src/backends/onnxruntime/backend.js';
+import { pythonBackend } from '../../src/backends/python/backend.js';
+import { encodeFrame, FrameReader } from '../../src/backends/python/channel.js';
+import { oneLine } from '../../src/backends/python/instance.js';
+import { defaultInterpreter, interpreterProblem, modelInterpreter } from '../../src/backends/python/interpreter.js';
+import { placePythonModel } from '../../src/backends/python/placement.js';
+import { BackendRegistry } from '../../src/backends/registry.js';
+import { builtinBackends, parseBackendConfig } from '../../src/builtin_backends.js';
+import { UNBOUNDED } from '../../src/config/resolve.js';
+import type { BatchingPolicy } from '../../src/config/resolved.js';
+import type { ModelConfig } from '../../src/config/types.js';
+import { createLogger } from '../../src/kernel/log.js';
+import { validateRequest } from '../../src/model/validate.js';
+import { parseArgs, USAGE } from '../../src/options.js';
+import { assemble, Scheduler, type SchedulerRequest } from '../../src/scheduler/scheduler.js';
+import { ModelStats } from '../../src/stats/model_stats.js';
+import { expectServalError, expectServalErrorAsync } from '../helpers/errors.js';
+import { type Batch, FakeInstanceBase } from '../helpers/instances.js';
+import { ROOT } from '../helpers/paths.js';
+import { resolveForTest } from '../helpers/resolve.js';
+import { fromI32, i32 } from '../helpers/tensors.js';
+
+const tmp = mkdtempSync(path.join(os.tmpdir(), 'serval-pyunit-'));
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+describe('the control channel framing', () => {
+  it('reads messages split anywhere and several in one chunk, in order', () => {
+    const frames = Buffer.concat([
+      encodeFrame({ t: 'a', n: 1 }),
+      encodeFrame({ t: 'b', text: 'é✓' }),
+      encodeFrame({ t: 'c', big: 2n ** 60n }),
+    ]);
+    for (const cut of [1, 3, 4, 5, 17, frames.byteLength - 1]) {
+      const r = new FrameReader();
+      const got = [...r.push(frames.subarray(0, cut)), ...r.push(frames.subarray(cut))];
+      expect(got.map((m) => m.t)).toEqual(['a', 'b', 'c']);
+      expect(got[1]!.text).toBe('é✓');
+    }
+    // 64-bit integers are written exactly (a request parameter may be one).
+    expect(encodeFrame({ t: 'x', v: 2n ** 60n }).toString('utf8', 4)).toContain('1152921504606846976');
+  });
+
+  it('refuses a message without a type', () => {
+    const body = Buffer.from('{"x":1}');
+    const frame = Buffer.concat([Buffer.from([body.byteLength, 0, 0, 0]), body]);
+    expect(() => new FrameReader().push(frame)).toThrow('without a type');
+  });
+});
+
+describe('placing a Python model', () => {
+  it("follows Triton's names: one CPU instance by default, `<model>_<group>_<index>`", () => {
+    const p = placePythonModel({ name: 'm', backend: 'python' });
+    expect(p.placements).toEqual([{ name: 'm_0_0', kind: 'KIND_CPU', deviceId: -1 }]);
+    expect(p.groups).toEqual([{ name: 'm_0', kind: 'KIND_CPU', count: 1 }]);
+    // args["model_config"] is the config the endpoints report, instance groups filled in.
+    expect(JSON.parse(p.settings.modelConfigJson)).toMatchObject({
+      name: 'm',
+      backend: 'python',
+      instance_group: [{ name: 'm_0', count: 1 }],
+    });
+  });
+
+  it('counts, named groups, GPU device ids and the execution environment parameter', () => {
+    const p = placePythonModel({
+      name: 'm',
+      instance_group: [
+        { name: 'cpus', count: 2, kind: 'KIND_CPU' },
+        { count: 1, kind: 'KIND_GPU', gpus: [1, 3] },
+      ],
+      parameters: { EXECUTION_ENV_PATH: { string_value: '$$TRITON_MODEL_DIRECTORY/env' } },
+    });
+    expect(p.placements.map((x) => [x.name, x.kind, x.deviceId])).toEqual([
+      ['cpus_0', 'KIND_CPU', -1],
+      ['cpus_1', 'KIND_CPU', -1],
+      ['m_1_0_gpu1', 'KIND_GPU', 1],
+      ['m_1_0_gpu3', 'KIND_GPU', 3],
+    ]);
+    expect(p.settings.executionEnvPath).toBe('$$TRITON_MODEL_DIRECTORY/env');
+  });
+
+  it('refuses what it cannot run', () => {
+    expectServalError(() => placePythonModel({ name: 'm', model_transaction_policy: { decoupled: true } }), 'UNSUPPORTED');
+    expectServalError(() => placePythonModel({ name: 'm', instance_group: [{ kind: 'KIND_MODEL' }] }), 'UNSUPPORTED');
+    expectServalError(() => placePythonModel({ name: 'm', instance_group: [{ count: 0 }] }), 'INVALID_ARG');
+    expectServalError(() => placePythonModel({ name: 'm', instance_group: [{ kind: 'KIND_CPU', gpus: [0] }] }), 'INVALID_ARG');
+  });
+});
+
+describe('the interpreter of a model', () => {
+  const env = path.join(tmp, 'model', 'env');
+  mkdirSync(path.join(env, 'bin'), { recursive: true });
+  writeFileSync(path.join(env, 'bin', 'python3'), '#!/bin/sh\n');
+  chmodSync(path.join(env, 'bin', 'python3'), 0o755);
+
+  it('the server flag, else the project .venv when it has one, else python3', () => {
+    expect(defaultInterpreter('/opt/py/bin/python3')).toBe('/opt/py/bin/python3');
+    expect(defaultInterpreter(undefined)).toMatch(/^(python3|.*\/\.venv\/bin\/python3)$/);
+    expect(modelInterpreter(undefined, tmp, 'm', '/x/python3')).toBe('/x/python3');
+  });
+
+  it('EXECUTION_ENV_PATH: an environment folder (with $$TRITON_MODEL_DIRECTORY), or a .tar.gz of one', () => {
+    const modelDir = path.join(tmp, 'model');
+    expect(modelInterpreter('$$TRITON_MODEL_DIRECTORY/env', modelDir, 'm', '/ignored')).toBe(path.join(env, 'bin', 'python3'));
+    expect(modelInterpreter(env, '/elsewhere', 'm', undefined)).toBe(path.join(env, 'bin', 'python3'));
+    const archive = path.join(tmp, 'env.tar.gz');
+    execFileSync('tar', ['-czf', archive, '-C', env, '.']);
+    const unpacked = modelInterpreter(archive, modelDir, 'm', undefined);
+    expect(unpacked).toMatch(/serval-python-envs\/[0-9a-f]{16}\/bin\/python3$/);
+    expect(modelInterpreter(archive, modelDir, 'm', undefined)).toBe(unpacked);
+  });
+
+  it('a path that is not an environment is refused, naming it', () => {
+    expect(expectServalError(() => modelInterpreter('/no/such/env', tmp, 'm', undefined)).message).toContain(
+      "'/no/such/env' does not exist",
+    );
+    expect(expectServalError(() => modelInterpreter(tmp, tmp, 'm', undefined)).message).toContain('has no bin/python3');
+  });
+
+  it('a missing interpreter or package is reported with what to install and how to choose another Python', () => {
+    const none = interpreterProblem('python3', { spawnError: 'ENOENT' });
+    expect(none).toContain("cannot run 'python3' (ENOENT)");
+    expect(none).toContain('install Python 3');
+    expect(none).toContain('--backend-config=python,interpreter=');
+    const pil = interpreterProblem('/v/bin/python3', {
+      message: "failed to initialize Python stub: ModuleNotFoundError: No module named 'PIL'",
+      missing: 'Pillow',
+    });
+    expect(pil).toContain("No module named 'PIL'");
+    expect(pil).toContain("install it with '/v/bin/python3 -m pip install Pillow'");
+    expect(pil).toContain('EXECUTION_ENV_PATH');
+    expect(interpreterProblem('p', { message: 'plain' })).toBe('plain');
+  });
+
+  it('a traceback becomes one line for the model status table', () => {
+    const text = 'ValueError: bad\n\nAt:\n  /m/model.py(3): helper\n  /m/model.py(9): initialize\n';
+    expect(oneLine(text)).toBe('ValueError: bad (at /m/model.py(3): helper < /m/model.py(9): initialize)');
+    expect(oneLine('just a message\n')).toBe('just a message');
+  });
+});
+
+describe('--backend-config and the registry', () => {
+  it('reads BACKEND,SETTING=VALUE entries and refuses malformed ones and unknown python settings', () => {
+    const c = parseBackendConfig(['python,interpreter=/a/b=c', 'onnxruntime,enable-global-threadpool=1']);
+    expect(c.get('python')?.get('interpreter')).toBe('/a/b=c');
+    expect(c.get('onnxruntime')?.get('enable-global-threadpool')).toBe('1');
+    expect(() => parseBackendConfig(['interpreter=/x'])).toThrow('expects BACKEND,SETTING=VALUE');
+    expect(() => parseBackendConfig(['python,nope=1'])).toThrow("the python backend has no setting 'nope'");
+  });
+
+  it("--backend-config is repeatable, on the command line and in the settings file (tritonserver's flag)", () => {
+    const o = parseArgs([
+      '--model-repository',
+      'm',
+      '--backend-config',
+      'python,interpreter=/p/python3',
+      '--backend-config=onnxruntime,x=1',
+    ]);
+    expect(o.backendConfig).toEqual(['python,interpreter=/p/python3', 'onnxruntime,x=1']);
+    const file = path.join(tmp, 'serval.yaml');
+    writeFileSync(file, 'model-repository: m\nbackend-config: ["python,interpreter=/from/file"]\n');
+    expect(parseArgs(['--config-file', file]).backendConfig).toEqual(['python,interpreter=/from/file']);
+    expect(parseArgs(['--config-file', file, '--backend-config', 'python,interpreter=/cli']).backendConfig).toEqual([
+      'python,interpreter=/cli',
+    ]);
+    expect(USAGE).toContain('--backend-config python,interpreter=PATH');
+  });
+
+  it('runs ONNX and Python models and says so when a config names something else', () => {
+    const reg = builtinBackends({ log: createLogger(0) });
+    expect(reg.forConfig({ backend: 'python' }, 'm').name).toBe('python');
+    expect(() => reg.forConfig({ backend: 'pytorch' }, 'm')).toThrow(
+      `model 'm': unsupported backend 'pytorch'; Serval runs ONNX and Python models only (platform "onnxruntime_onnx" or backend "onnxruntime"; backend "python")`,
+    );
+    const three = new BackendRegistry([
+      onnxRuntimeBackend,
+      pythonBackend({ log: createLogger(0) }),
+      { ...onnxRuntimeBackend, name: 'x', platforms: [], displayName: 'X' },
+    ]);
+    expect(() => three.forConfig({ backend: 'y' }, 'm')).toThrow('Serval runs ONNX, Python and X models only');
+  });
+
+  it('a Python model without its model.py is refused at load, naming the file', async () => {
+    const backend = pythonBackend({ log: createLogger(0) });
+    const files = { modelDir: path.join(tmp, 'nomodel'), modelPath: path.join(tmp, 'nomodel', '1', 'model.py') };
+    const e = await expectServalErrorAsync(backend.readSignature(files), 'INVALID_ARG');
+    expect(e.message).toContain(`the Python model file ${files.modelPath} does not exist`);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// The seam: a backend answering each request of a batch on its own.
+
+const policy: BatchingPolicy = {
+  maxBatchSize: 8,
+  dynamic: true,
+  preferredBatchSizes: [],
+  maxQueueDelayNs: 50_000_000,
+  preserveOrdering: false,
+  queue: { levels: 1, defaultLevel: 1, policies: [UNBOUNDED] },
+};
+
+/** Answers each request with Y = X + 1, or an error for a request whose first element is negative. */
+class PerRequestInstance extends FakeInstanceBase {
+  readonly placement = { name: 'per_request_0', kind: 'KIND_CPU' as const, deviceId: -1 };
+  readonly capacity = 1;
+  readonly batches: Batch[] = [];
+
+  protected run(batch: Batch): Execution {
+    this.batches.push(batch);
+    const slot = batch.inputs[0]!;
+    let at = slot.offset;
+    const responses = batch.requests!.map((r) => {
+      const x = fromI32(batch.data.subarray(at, at + r.inputBytes[0]!));
+      at += r.inputBytes[0]!;
+      if (x[0]! < 0) return new Error(`request ${r.id} is negative`);
+      return [{ name: 'Y', datatype: 'INT32' as const, dims: [r.batchSize, x.length / r.batchSize], data: i32(x.map((v) => v + 1)) }];
+    });
+    const result: ExecResult = { outputs: [], responses, computeInputNs: 1, computeInferNs: 1, computeOutputNs: 1 };
+    return { result: Promise.resolve(result), held: false, withdraw: () => false };
+  }
+}
+
+const req = (id: string, x: number[], batch = 1): SchedulerRequest => ({
+  batchSize: batch,
+  inputs: [{ name: 'X', datatype: 'INT32', shape: [batch, x.length / batch], data: i32(x) }],
+  outputs: ['Y'],
+  requestStartNs: process.hrtime.bigint(),
+  id,
+  parameters: { tag: id },
+});
+
+describe('per-request responses (the Python backend answers each request of a batch)', () => {
+  it('the layout lists each request: id, parameters, batch size and its bytes of every input', () => {
+    const e = assemble([req('a', [1, 2]), req('b', [3, 4, 5, 6], 2)], 3);
+    expect(e.requests).toEqual([
+      { id: 'a', parameters: { tag: 'a' }, batchSize: 1, inputBytes: [8], outputs: ['Y'] },
+      { id: 'b', parameters: { tag: 'b' }, batchSize: 2, inputBytes: [16], outputs: ['Y'] },
+    ]);
+    expect(assemble([req('only', [1, 2, 3, 4], 2)], 2).requests![0]!.batchSize).toBe(2);
+  });
+
+  it('each request gets its own outputs or its own error; the others of the batch still succeed', async () => {
+    const inst = new PerRequestInstance();
+    const stats = new ModelStats();
+    const s = new Scheduler([inst], policy, stats);
+    const [a, b, c] = await Promise.allSettled([
+      s.enqueue(req('a', [1, 2])),
+      s.enqueue(req('b', [-1, 0])),
+      s.enqueue(req('c', [5, 6, 7, 8], 2)),
+    ]);
+    expect(inst.batches).toHaveLength(1); // one batch of 4 items
+    expect(a.status === 'fulfilled' && fromI32(a.value[0]!.data)).toEqual([2, 3]);
+    expect(c.status === 'fulfilled' && c.value[0]!.shape).toEqual([2, 2]);
+    expect(b.status === 'rejected' && (b.reason as Error).message).toBe('request b is negative');
+    expect(stats.executionCount).toBe(1);
+    expect(stats.inferenceCount).toBe(3); // the successful items (a: 1, c: 2)
+    expect(stats.batches.get(4)?.compute_infer.count).toBe(1); // batch_stats: one execution of 4 items
+    expect(stats.failuresByReason.get('BACKEND')).toBe(1);
+  });
+});
+
+describe('BYTES that are not UTF-8: refused only by a backend that passes them as text', () => {
+  const config: ModelConfig = {
+    name: 'strings',
+    max_batch_size: 0,
+    input: [{ name: 'S', data_type: 'TYPE_STRING', dims: [1] }],
+    output: [{ name: 'O', data_type: 'TYPE_STRING', dims: [1] }],
+  };
+  const request = {
+    modelName: 'strings',
+    modelVersion: '',
+    id: '',
+    parameters: {},
+    inputs: [{ name: 'S', datatype: 'BYTES', shape: [1], data: Buffer.from([2, 0, 0, 0, 0xff, 0xfe]) }],
+  };
+
+  it('the onnxruntime backend is UTF-8 only; the Python backend is not', () => {
+    expect(onnxRuntimeBackend.utf8BytesOnly).toBe(true);
+    expect(pythonBackend({ log: createLogger(0) }).utf8BytesOnly).toBeUndefined();
+  });
+
+  it('a config resolved for a UTF-8-only backend refuses them, naming the backend; otherwise they pass as they are', () => {
+    const strict = { ...resolveForTest(config), utf8BytesOnly: true };
+    expect(expectServalError(() => validateRequest(request, strict)).message).toContain(
+      'BYTES element 0 is not valid UTF-8; the onnxruntime backend of this server can only pass UTF-8 text',
+    );
+    const lenient = resolveForTest(config);
+    expect(lenient.utf8BytesOnly).toBe(false);
+    expect(Buffer.from(validateRequest(request, lenient).inputs[0]!.data)).toEqual(request.inputs[0]!.data);
+  });
+});
+
+it('the stub folder holds the stub and the module models import', () => {
+  for (const f of ['serval_python_stub.py', 'triton_python_backend_utils.py']) {
+    expect(() => execFileSync('test', ['-f', path.join(ROOT, 'src', 'backends', 'python', 'stub', f)])).not.toThrow();
+  }
+});
