@@ -2,6 +2,7 @@
 // same names (flags on the command line win).
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
+import { parseCacheSettings } from './cache/cache_config.js';
 import { parseRestrictions } from './frontends/restricted.js';
 import { isLogFormat } from './kernel/log.js';
 import { parseTraceConfig } from './trace/config.js';
@@ -47,6 +48,12 @@ export interface ServerOptions {
   grpcRestrictedProtocol: string[];
   /** `--backend-config=BACKEND,SETTING=VALUE` entries, as given (builtin_backends.ts reads them). */
   backendConfig: string[];
+  /** `--cache-config=CACHE,SETTING=VALUE` entries, as given (cache/cache_config.ts reads them). */
+  cacheConfig: string[];
+  /** tritonserver's deprecated `--response-cache-byte-size`; undefined when not given. */
+  responseCacheByteSize?: number;
+  /** The in-flight byte budget (kernel/byte_budget.ts); undefined = a quarter of the memory limit, 0 = none. */
+  maxInflightBytes?: number;
 }
 
 export const DEFAULTS: ServerOptions = {
@@ -84,6 +91,7 @@ export const DEFAULTS: ServerOptions = {
   httpRestrictedApi: [],
   grpcRestrictedProtocol: [],
   backendConfig: [],
+  cacheConfig: [],
 };
 
 type Kind = 'string' | 'list' | 'int' | 'bool' | 'mode';
@@ -123,6 +131,9 @@ const FLAGS: Record<string, [keyof ServerOptions, Kind]> = {
   'http-restricted-api': ['httpRestrictedApi', 'list'],
   'grpc-restricted-protocol': ['grpcRestrictedProtocol', 'list'],
   'backend-config': ['backendConfig', 'list'],
+  'cache-config': ['cacheConfig', 'list'],
+  'response-cache-byte-size': ['responseCacheByteSize', 'int'],
+  'max-inflight-bytes': ['maxInflightBytes', 'int'],
 };
 
 export class UsageError extends Error {}
@@ -208,6 +219,7 @@ export function parseArgs(argv: string[]): ServerOptions & { help: boolean } {
     grpcRestrictedProtocol: [],
     traceConfig: [],
     backendConfig: [],
+    cacheConfig: [],
   };
   if (settingsFile) {
     let doc: unknown;
@@ -227,6 +239,7 @@ export function parseArgs(argv: string[]): ServerOptions & { help: boolean } {
   if (cli.some(([f]) => f === 'http-restricted-api')) opts.httpRestrictedApi = [];
   if (cli.some(([f]) => f === 'grpc-restricted-protocol')) opts.grpcRestrictedProtocol = [];
   if (cli.some(([f]) => f === 'backend-config')) opts.backendConfig = [];
+  if (cli.some(([f]) => f === 'cache-config')) opts.cacheConfig = [];
   if (cli.some(([f]) => f === 'trace-config' || f in LEGACY_TRACE)) opts.traceConfig = [];
   for (const [f, v] of cli) apply(opts, f, v);
   // Checked here so a bad group fails at start-up with tritonserver's message.
@@ -239,6 +252,7 @@ export function parseArgs(argv: string[]): ServerOptions & { help: boolean } {
   if (!isLogFormat(opts.logFormat)) throw new UsageError(`invalid argument for --log-format: '${opts.logFormat}' (default or ISO8601)`);
   try {
     parseTraceConfig(opts.traceConfig);
+    parseCacheSettings(opts.cacheConfig, opts.responseCacheByteSize);
   } catch (e) {
     throw new UsageError((e as Error).message);
   }
@@ -261,6 +275,9 @@ export const USAGE = `Usage: serval --model-repository PATH [options]
   --allow-gpu-metrics BOOL   accepted; Serval reports no GPU metrics
   --metrics-interval-ms N    how often the per-interval (CPU) metrics are sampled (default 2000)
   --http-max-input-size N    largest accepted HTTP request body in bytes (default 67108864)
+  --max-inflight-bytes N     request payload bytes admitted at once over HTTP and gRPC; more is
+                             refused with 503 / UNAVAILABLE "Server busy" (default a quarter of
+                             the machine's or cgroup's memory; 0 = no budget)
   --log-verbose N            verbose (debug) lines from 1 (default 0)
   --log-info BOOL            info lines (default true)   --log-warning BOOL   --log-error BOOL
   --log-format FORMAT        default (logfmt with time= and level=) or ISO8601 (Triton's
@@ -286,6 +303,10 @@ export const USAGE = `Usage: serval --model-repository PATH [options]
                              the Python that runs Python models (default: the project's .venv,
                              else python3; a model's EXECUTION_ENV_PATH parameter wins)
   --strict-model-config BOOL same as --disable-auto-complete-config (tritonserver's older name)
+  --cache-config local,size=BYTES
+                             the response cache, for models whose config has
+                             response_cache { enable: true } (see docs/response_cache.md)
+  --response-cache-byte-size BYTES   tritonserver's deprecated spelling of the above
   --http-restricted-api API[,API...]:KEY=VALUE
                              HTTP requests to these API groups need header KEY: VALUE (repeatable,
                              one group per API); groups: health, metadata, inference,

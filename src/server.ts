@@ -4,11 +4,14 @@ import type http from 'node:http';
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { builtinBackends } from './builtin_backends.js';
+import { type CacheSettings, parseCacheSettings } from './cache/cache_config.js';
+import { ResponseCache } from './cache/response_cache.js';
 import { InferenceCore } from './core/server_core.js';
 import { type GrpcServer, startGrpcServer } from './frontends/grpc/server.js';
 import { buildHttpServer } from './frontends/http/server.js';
 import { startMetricsServer } from './frontends/metrics/metrics.js';
 import { parseRestrictions } from './frontends/restricted.js';
+import { ByteBudget, defaultInflightBytes } from './kernel/byte_budget.js';
 import type { LogControl, Logger } from './kernel/log.js';
 import { projectRoot } from './kernel/paths.js';
 import type { IndexRow } from './kernel/types.js';
@@ -71,11 +74,18 @@ export async function startServer(
   } catch (e) {
     throw new StartupError((e as Error).message);
   }
+  let cache: CacheSettings | undefined;
+  try {
+    cache = parseCacheSettings(opts.cacheConfig ?? [], opts.responseCacheByteSize);
+  } catch (e) {
+    throw new StartupError((e as Error).message);
+  }
   const repository = new ModelRepository(opts.modelRepositories, log, {
     mode: opts.modelControlMode,
     startupModels: opts.loadModels,
     autoComplete: !(opts.strictModelConfig || opts.disableAutoCompleteConfig),
     backends,
+    ...(cache && { responseCache: new ResponseCache(cache.size) }),
   });
   await repository.loadAll();
   const tracer = new TraceManager({ ...parseTraceConfig(opts.traceConfig), log });
@@ -100,6 +110,8 @@ export async function startServer(
   let metrics: http.Server | undefined;
   let stopping: Promise<void> | undefined;
   const running: RunningServer = { core, stop };
+  // One budget for both protocols: memory is shared, whichever way the bytes come in.
+  const budget = new ByteBudget(opts.maxInflightBytes ?? defaultInflightBytes());
   // Which front-end failed, and on which address, is what an operator needs (a busy port).
   let starting = '';
   try {
@@ -107,6 +119,7 @@ export async function startServer(
       starting = `the gRPC service on ${opts.grpcAddress}:${opts.grpcPort}`;
       const g = await startGrpcServer(core, log, opts.grpcAddress, opts.grpcPort, {
         restrictions: parseRestrictions(opts.grpcRestrictedProtocol, 'grpc-restricted-protocol'),
+        budget,
       });
       grpcServer = g;
       running.grpcPort = g.port;
@@ -118,6 +131,7 @@ export async function startServer(
         maxInputSize: opts.httpMaxInputSize,
         restrictions: parseRestrictions(opts.httpRestrictedApi, 'http-restricted-api'),
         dashboard: opts.allowDashboard,
+        budget,
       });
       await http.listen({ port: opts.httpPort, host: opts.httpAddress });
       const addr = http.server.address();

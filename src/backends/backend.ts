@@ -98,6 +98,8 @@ export interface ModelInstance {
   /** Room for the next execution with `byteLength` bytes of inputs; throws when it has none. */
   reserve(byteLength: number): Reservation;
   close(): Promise<void>;
+  /** Set by the model version: called each time the instance replaced its dead worker or process. */
+  onRestart?: () => void;
 }
 
 /**

@@ -34,7 +34,7 @@ export class BackendRegistry {
     if (platform && !byPlatform) throw this.unsupported(modelName, 'platform', platform);
     if (backend && !byName) throw this.unsupported(modelName, 'backend', backend);
     if (byPlatform && byName && byPlatform !== byName) {
-      throw ServalError.invalidArg(`model '${modelName}': platform '${platform}' and backend '${backend}' name different backends`);
+      throw ServalError.invalidArg(`unexpected 'platform' and 'backend' pair, got:${platform}, ${backend}`);
     }
     return (byName ?? byPlatform)!;
   }

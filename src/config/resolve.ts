@@ -1,13 +1,15 @@
 // Raw model config + the model file's signature → the resolved config a model version runs by.
 // Pure: reads no files and changes neither argument. Every check of a config runs here, before
 // any instance starts, with Triton's defaults and (where Triton has them) Triton's words.
-import { elementCount, fromConfigType, toConfigType } from '../kernel/datatypes.js';
+import { fromConfigType, toConfigType } from '../kernel/datatypes.js';
 import { ServalError } from '../kernel/errors.js';
 import { toTritonConfigJson } from './config_json.js';
+import { resolveRagged } from './ragged.js';
 import type {
   BatchingPolicy,
   PlacedInstances,
   QueuePolicy,
+  RaggedBatching,
   ResolvedInput,
   ResolvedModelConfig,
   ResolvedOutput,
@@ -16,6 +18,7 @@ import type {
 import { resolveSequenceBatching } from './sequence_config.js';
 import type { IoSignature, ModelSignature } from './signature.js';
 import type { ModelConfig, ModelInput, ModelOutput, ModelQueuePolicy } from './types.js';
+import { validateIo, validateModelConfig } from './validate_config.js';
 
 /** What resolve needs to know of the backend that runs the model. */
 export interface BackendFacts<Settings> {
@@ -47,9 +50,9 @@ function bad(model: string, msg: string): ServalError {
 export function resolveConfig<Settings>(raw: ModelConfig, ctx: ResolveContext<Settings>): ResolvedModelConfig<Settings> {
   const config = structuredClone(raw);
   const folder = ctx.folderName;
-  if (config.name && config.name !== folder) {
-    throw bad(folder, `config name '${config.name}' does not match the model folder name '${folder}'`);
-  }
+  // Triton's order: the model-level checks, then instance groups, then inputs and outputs, then
+  // (in the backend) the model file.
+  validateModelConfig(config, folder);
   config.name = folder;
   const name = folder;
   // The backend was chosen by platform/backend (backends/registry.ts); fill in the other one.
@@ -58,15 +61,18 @@ export function resolveConfig<Settings>(raw: ModelConfig, ctx: ResolveContext<Se
   config.default_model_filename ||= ctx.backend.defaultModelFilename;
   config.max_batch_size ??= 0;
   const maxBatchSize = config.max_batch_size;
-  if (!Number.isInteger(maxBatchSize) || maxBatchSize < 0) {
-    throw bad(name, `max_batch_size must be a non-negative integer, got ${maxBatchSize}`);
-  }
   config.version_policy ??= { latest: { num_versions: 1 } };
-  // Ensembles resolve here too (config/ensemble.ts checks their steps); the section on any other
-  // platform is Triton's error.
-  if (config.ensemble_scheduling && config.platform !== 'ensemble') {
-    throw ServalError.invalidArg(`ensemble scheduling cannot be set for model '${name}' whose platform is not ensemble`);
+  // Triton's NormalizeModelConfig: no preferred sizes means max_batch_size is the preferred size.
+  if (config.dynamic_batching && !config.dynamic_batching.preferred_batch_size?.length && maxBatchSize > 0) {
+    config.dynamic_batching.preferred_batch_size = [maxBatchSize];
   }
+  const names = (list: readonly { name?: string }[] | undefined): Set<string> => new Set((list ?? []).map((t) => t.name ?? ''));
+  const sequence = config.sequence_batching ? resolveSequenceBatching(config, names(config.input), names(config.output)) : undefined;
+  const placed = ctx.backend.placeInstances(config);
+  config.instance_group = placed.groups;
+  validateIo(config, name);
+  // After the tensors: the batch inputs/outputs refer to them (Triton's ValidateBatchIO comes last too).
+  const batching = batchingPolicy(name, config);
   config.input ??= [];
   config.output ??= [];
   const inputs = config.input.map((t, i): ResolvedInput => ({ ...tensor(name, 'input', t, i), optional: t.optional ?? false }));
@@ -77,16 +83,10 @@ export function resolveConfig<Settings>(raw: ModelConfig, ctx: ResolveContext<Se
   });
   duplicates(name, 'input', inputs);
   duplicates(name, 'output', outputs);
-  const batching = batchingPolicy(name, config);
-  const sequence = config.sequence_batching
-    ? resolveSequenceBatching(config, new Set(inputs.map((t) => t.name)), new Set(outputs.map((t) => t.name)))
-    : undefined;
-  const placed = ctx.backend.placeInstances(config);
-  config.instance_group = placed.groups;
   // Sequence control and state tensors are model inputs/outputs that the sequence batcher feeds and reads.
   const modelInputs = sequence ? [...inputs, ...sequence.modelInputs] : inputs;
   const modelOutputs = sequence ? [...outputs, ...sequence.modelOutputs] : outputs;
-  if (ctx.signature) checkSignature(name, maxBatchSize, modelInputs, modelOutputs, ctx.signature);
+  if (ctx.signature) checkSignature(name, maxBatchSize, modelInputs, modelOutputs, ctx.signature, batching.ragged);
   return {
     name,
     platform: config.platform ?? '',
@@ -103,37 +103,21 @@ export function resolveConfig<Settings>(raw: ModelConfig, ctx: ResolveContext<Se
     instances: placed.placements,
     instanceSettings: placed.settings,
     warmup: config.model_warmup ?? [],
+    // validateModelConfig refused it for sequence and decoupled models, as Triton does.
+    responseCache: config.response_cache?.enable ?? false,
     json: toTritonConfigJson(config as Record<string, unknown>),
   };
 }
 
 /** Checks one input or output and fills its dims ([] when absent). */
 function tensor(model: string, kind: 'input' | 'output', t: ModelInput | ModelOutput, index: number) {
-  if (!t.name) throw bad(model, `an ${kind} has no name`);
   const configType = t.data_type ?? 'TYPE_INVALID';
   const datatype = fromConfigType(configType);
   if (!datatype) throw bad(model, `${kind} '${t.name}' has unsupported data_type ${configType}`);
-  t.dims ??= [];
-  const dims = t.dims;
-  for (const d of dims) {
-    if (!(d === -1 || (Number.isInteger(d) && d > 0))) {
-      throw bad(model, `${kind} '${t.name}' has invalid dimension ${d} in dims [${dims.join(',')}]; dimensions must be positive or -1`);
-    }
-  }
-  let modelDims = dims;
-  if (t.reshape) {
-    const shape = t.reshape.shape ?? [];
-    const fixed = (s: number[]): number => elementCount(s.filter((d) => d !== -1));
-    const varying = (s: number[]): number => s.filter((d) => d === -1).length;
-    if (varying(dims) !== varying(shape) || (varying(dims) === 0 && fixed(dims) !== fixed(shape))) {
-      throw bad(
-        model,
-        `${kind} '${t.name}' has a reshape [${shape.join(',')}] whose element count does not match its dims [${dims.join(',')}]`,
-      );
-    }
-    modelDims = shape;
-  }
-  return { name: t.name, index, datatype, dims: [...dims], modelDims: [...modelDims], reshaped: t.reshape !== undefined };
+  // validateIo has checked the name, dims and reshape the way Triton does.
+  const dims = t.dims ?? [];
+  const modelDims = t.reshape ? (t.reshape.shape ?? []) : dims;
+  return { name: t.name ?? '', index, datatype, dims: [...dims], modelDims: [...modelDims], reshaped: t.reshape !== undefined };
 }
 
 function duplicates(model: string, kind: string, list: readonly { name: string }[]): void {
@@ -158,6 +142,7 @@ function queuePolicy(p: ModelQueuePolicy | undefined): QueuePolicy {
 function batchingPolicy(name: string, config: ModelConfig): BatchingPolicy {
   const maxBatchSize = config.max_batch_size ?? 0;
   const db = config.dynamic_batching;
+  const ragged = resolveRagged(config);
   if (!db) {
     return {
       maxBatchSize,
@@ -166,14 +151,12 @@ function batchingPolicy(name: string, config: ModelConfig): BatchingPolicy {
       maxQueueDelayNs: 0,
       preserveOrdering: false,
       queue: { levels: 1, defaultLevel: 1, policies: [UNBOUNDED] },
+      ...(ragged && { ragged }),
     };
   }
   if (maxBatchSize === 0) throw bad(name, 'dynamic batching requires max_batch_size > 0');
   db.preferred_batch_size ??= [];
   const preferred = db.preferred_batch_size;
-  for (const p of preferred) {
-    if (p < 1 || p > maxBatchSize) throw bad(name, `preferred_batch_size ${p} must be between 1 and max_batch_size ${maxBatchSize}`);
-  }
   db.max_queue_delay_microseconds ??= 0;
   const base = {
     maxBatchSize,
@@ -181,6 +164,7 @@ function batchingPolicy(name: string, config: ModelConfig): BatchingPolicy {
     preferredBatchSizes: [...preferred],
     maxQueueDelayNs: Number(db.max_queue_delay_microseconds) * 1000,
     preserveOrdering: db.preserve_ordering ?? false,
+    ...(ragged && { ragged }),
   };
   const levels = Number(db.priority_levels ?? 0);
   const fallback = queuePolicy(db.default_queue_policy);
@@ -190,18 +174,10 @@ function batchingPolicy(name: string, config: ModelConfig): BatchingPolicy {
     }
     return { ...base, queue: { levels: 1, defaultLevel: 1, policies: [fallback] } };
   }
+  // validateModelConfig has checked the levels against priority_levels.
   const defaultLevel = Number(db.default_priority_level ?? 0);
-  if (defaultLevel < 1 || defaultLevel > levels) {
-    throw bad(name, `default_priority_level must be in the range [1, ${levels}] when priority_levels is ${levels}, got ${defaultLevel}`);
-  }
   const policies = Array.from({ length: levels }, () => fallback);
-  for (const [key, p] of Object.entries(db.priority_queue_policy ?? {})) {
-    const level = Number(key);
-    if (!Number.isInteger(level) || level < 1 || level > levels) {
-      throw bad(name, `priority_queue_policy has level ${key}, outside [1, ${levels}]`);
-    }
-    policies[level - 1] = queuePolicy(p);
-  }
+  for (const [key, p] of Object.entries(db.priority_queue_policy ?? {})) policies[Number(key) - 1] = queuePolicy(p);
   return { ...base, queue: { levels, defaultLevel, policies } };
 }
 
@@ -216,43 +192,65 @@ function checkSignature(
   inputs: readonly ResolvedTensor[],
   outputs: readonly ResolvedTensor[],
   sig: ModelSignature,
+  ragged?: RaggedBatching,
 ): void {
+  // Ragged inputs and batch outputs reach the model flattened to one dimension across the batch
+  // (Triton's ONNX Runtime backend), so their rank in the model file is not the config's.
+  const flat = new Set([...(ragged?.raggedInputs ?? []), ...(ragged?.batchOutputs ?? []).map((b) => b.targetName)]);
   const check = (kind: 'input' | 'output', t: ResolvedTensor, list: IoSignature[]): void => {
     const m = list.find((s) => s.name === t.name);
+    // The texts are those of Triton's ONNX Runtime backend (ValidateInputs/ValidateOutputs).
     if (!m) {
-      throw bad(
-        name,
-        `unexpected ${kind} '${t.name}' in the model configuration; the model file's ${kind}s are [${list.map((s) => `'${s.name}'`).join(', ')}]`,
-      );
+      const allowed = list.map((s) => s.name).sort();
+      throw ServalError.invalidArg(`unexpected inference ${kind} '${t.name}', allowed ${kind}s are: ${allowed.join(', ')}`);
     }
     if (m.datatype !== t.datatype) {
-      const fileType = m.datatype ? toConfigType(m.datatype) : `'${m.rawType}' (unsupported)`;
-      throw bad(
-        name,
-        `${kind} '${t.name}' has data_type ${toConfigType(t.datatype)} in the configuration, but the model file's type is ${fileType}`,
+      const fileType = m.datatype ? toConfigType(m.datatype) : 'TYPE_INVALID';
+      throw ServalError.invalidArg(
+        `unable to load model '${name}', configuration expects datatype ${toConfigType(t.datatype)} for ${kind} '${t.name}', model provides ${fileType}`,
       );
     }
-    if (!m.dims) return;
+    if (!m.dims || flat.has(t.name)) return;
     const expected = [...(maxBatch > 0 ? [-1] : []), ...t.modelDims];
     const compatible =
       m.dims.length === expected.length &&
       m.dims.every((d, i) => d === -1 || expected[i] === -1 || d === expected[i]) &&
       (maxBatch === 0 || m.dims[0] === -1 || m.dims[0]! >= maxBatch);
     if (!compatible) {
-      throw bad(
-        name,
-        `${kind} '${t.name}' has shape [${m.dims.join(',')}] in the model file, but the configuration gives [${expected.join(',')}]` +
-          (maxBatch > 0 ? ' (a batch dimension first because max_batch_size > 0, then dims)' : ''),
+      const shape = (d: readonly number[]): string => `[${d.join(',')}]`;
+      const prefix = `model '${name}', tensor '${t.name}': `;
+      if (maxBatch > 0 && (m.dims.length === 0 || (m.dims[0] !== -1 && m.dims[0]! < maxBatch))) {
+        throw ServalError.invalidArg(
+          `${prefix}for the model to support batching the shape should have at least 1 dimension and the first dimension must be -1; but shape expected by the model is ${shape(m.dims)}`,
+        );
+      }
+      const configured =
+        maxBatch > 0
+          ? `${expected.length} dimensions (an initial batch dimension because max_batch_size > 0 followed by the explicit tensor shape, making complete shape ${shape(expected)})`
+          : `${expected.length} dimensions (shape ${shape(expected)})`;
+      throw ServalError.invalidArg(
+        `${prefix}the model expects ${m.dims.length} dimensions (shape ${shape(m.dims)}) but the model configuration specifies ${configured}`,
       );
     }
   };
   for (const t of inputs) check('input', t, sig.inputs);
   for (const t of outputs) check('output', t, sig.outputs);
-  const missing = sig.inputs.filter((s) => !inputs.some((t) => t.name === s.name));
+  for (const b of ragged?.batchInputs ?? []) {
+    const m = sig.inputs.find((s) => s.name === b.targetName);
+    if (!m) throw bad(name, `batch input '${b.targetName}' is not an input of the model file`);
+    if (m.datatype && m.datatype !== b.datatype) {
+      throw bad(
+        name,
+        `batch input '${b.targetName}' has data_type ${toConfigType(b.datatype)} in the configuration, but the model file's type is ${toConfigType(m.datatype)}`,
+      );
+    }
+  }
+  const fed = new Set([...inputs.map((t) => t.name), ...(ragged?.batchInputs ?? []).map((b) => b.targetName)]);
+  const missing = sig.inputs.filter((s) => !fed.has(s.name));
   if (missing.length) {
-    throw bad(
-      name,
-      `the model file has input(s) [${missing.map((s) => `'${s.name}'`).join(', ')}] that the configuration does not declare`,
+    // Triton's ONNX Runtime backend counts the inputs; this is its text.
+    throw ServalError.invalidArg(
+      `unable to load model '${name}', configuration expects ${fed.size} inputs, model provides ${sig.inputs.length}`,
     );
   }
 }

@@ -51,6 +51,39 @@ export interface BatchingPolicy {
   readonly maxQueueDelayNs: number;
   readonly preserveOrdering: boolean;
   readonly queue: QueueConfig;
+  /** allow_ragged_batch inputs, batch_input and batch_output (absent when the model has none). */
+  readonly ragged?: RaggedBatching;
+}
+
+/** BatchInput.Kind: a tensor the batcher builds from the batch for the model. */
+export type BatchInputKind =
+  | 'BATCH_ELEMENT_COUNT'
+  | 'BATCH_ACCUMULATED_ELEMENT_COUNT'
+  | 'BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO'
+  | 'BATCH_MAX_ELEMENT_COUNT_AS_SHAPE'
+  | 'BATCH_ITEM_SHAPE'
+  | 'BATCH_ITEM_SHAPE_FLATTEN';
+
+export interface BatchInputSpec {
+  readonly kind: BatchInputKind;
+  /** The model input that receives the tensor. */
+  readonly targetName: string;
+  readonly datatype: DataType;
+  /** The request input it describes. */
+  readonly sourceInput: string;
+}
+
+/** BATCH_SCATTER_WITH_INPUT_SHAPE: each request gets its share of the output in its source input's shape. */
+export interface BatchOutputSpec {
+  readonly targetName: string;
+  readonly sourceInput: string;
+}
+
+export interface RaggedBatching {
+  /** Inputs concatenated into one 1-D tensor across the batch; their shapes need not match. */
+  readonly raggedInputs: ReadonlySet<string>;
+  readonly batchInputs: readonly BatchInputSpec[];
+  readonly batchOutputs: readonly BatchOutputSpec[];
 }
 
 export interface InstancePlacement {
@@ -89,6 +122,8 @@ export interface ResolvedModelConfig<Settings = unknown> {
   readonly instances: readonly InstancePlacement[];
   readonly instanceSettings: Settings;
   readonly warmup: readonly ModelWarmup[];
+  /** response_cache { enable: true }: answers may come from the server's response cache. */
+  readonly responseCache: boolean;
   /** The completed config in Triton's JSON form, for the config endpoints of both protocols. */
   readonly json: Readonly<Record<string, unknown>>;
 }

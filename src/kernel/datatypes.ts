@@ -1,5 +1,6 @@
 // The tensor datatypes of the KServe v2 protocol, and how each maps to the model
 // config (TYPE_*), to ONNX Runtime, and to bytes on the wire.
+import { isUtf8 } from 'node:buffer';
 import { ServalError } from './errors.js';
 
 export const DATATYPES = [
@@ -136,8 +137,19 @@ export function typedView(dt: Exclude<DataType, 'BYTES'>, buf: Uint8Array): Nume
 /** Splits serialized BYTES into element slices (views, no copies). Throws on malformed input. */
 export function splitBytes(buf: Uint8Array, what: string): Uint8Array[] {
   const out: Uint8Array[] = [];
+  walkBytes(buf, what, (start, end) => void out.push(buf.subarray(start, end)));
+  return out;
+}
+
+/**
+ * Walks serialized BYTES, calling `each` with every element's byte range, and returns the count:
+ * linear, and without an object per element when `each` makes none (millions of small elements).
+ * Throws on malformed input.
+ */
+export function walkBytes(buf: Uint8Array, what: string, each?: (start: number, end: number) => void): number {
   const dv = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
   let off = 0;
+  let n = 0;
   while (off < buf.byteLength) {
     if (off + 4 > buf.byteLength) {
       throw ServalError.invalidArg(`${what}: malformed BYTES data, truncated 4-byte length prefix at byte ${off}`);
@@ -149,29 +161,60 @@ export function splitBytes(buf: Uint8Array, what: string): Uint8Array[] {
         `${what}: malformed BYTES data, element of length ${len} at byte ${off - 4} runs past the end of the ${buf.byteLength}-byte buffer`,
       );
     }
-    out.push(buf.subarray(off, off + len));
+    each?.(off, off + len);
+    n++;
     off += len;
   }
-  return out;
+  return n;
 }
 
 /** Counts BYTES elements without materialising them. */
 export function countBytesElements(buf: Uint8Array, what: string): number {
-  return splitBytes(buf, what).length;
+  return walkBytes(buf, what);
+}
+
+/**
+ * The index of the first element of well-formed serialized BYTES that is not valid UTF-8, or -1.
+ * ASCII elements (the usual text) are passed by a byte loop with no view per element.
+ */
+export function firstNonUtf8Element(buf: Uint8Array): number {
+  let index = 0;
+  let found = -1;
+  walkBytes(buf, 'BYTES', (start, end) => {
+    if (found < 0) {
+      let i = start;
+      while (i < end && buf[i]! < 0x80) i++;
+      if (i < end && !isUtf8(buf.subarray(i, end))) found = index;
+    }
+    index++;
+  });
+  return found;
 }
 
 export function joinBytes(elements: readonly (Uint8Array | string)[]): Buffer {
-  const parts = elements.map((e) => (typeof e === 'string' ? Buffer.from(e, 'utf8') : e));
+  // Strings are measured, then encoded straight into the result: no Buffer per element.
   let total = 0;
-  for (const p of parts) total += 4 + p.byteLength;
+  for (const e of elements) total += 4 + (typeof e === 'string' ? Buffer.byteLength(e, 'utf8') : e.byteLength);
   const out = Buffer.allocUnsafe(total);
   let off = 0;
-  for (const p of parts) {
-    out.writeUInt32LE(p.byteLength, off);
-    off += 4;
-    out.set(p, off);
-    off += p.byteLength;
+  for (const e of elements) {
+    let len: number;
+    if (typeof e === 'string') len = out.write(e, off + 4, 'utf8');
+    else {
+      out.set(e, off + 4);
+      len = e.byteLength;
+    }
+    out.writeUInt32LE(len, off);
+    off += 4 + len;
   }
+  return out;
+}
+
+/** Serialized BYTES as one JS string per element (UTF-8), with no view or Buffer per element in between. */
+export function bytesToStrings(buf: Uint8Array, what: string): string[] {
+  const whole = Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength);
+  const out: string[] = [];
+  walkBytes(buf, what, (start, end) => void out.push(whole.toString('utf8', start, end)));
   return out;
 }
 
@@ -179,9 +222,28 @@ export function joinBytes(elements: readonly (Uint8Array | string)[]): Buffer {
 // JSON `data` arrays ⇄ raw bytes. JSON tensors are the slow path; they are
 // converted once here so the rest of the server only ever sees raw bytes.
 
+/** Nesting deeper than this is refused (a tensor's rank is far below it); Triton limits it too. */
+export const MAX_JSON_DATA_DEPTH = 100;
+
+/** Flattens nested arrays without recursion, so no nesting can exhaust the stack. */
 function flatten(data: unknown, out: unknown[]): void {
-  if (Array.isArray(data)) for (const d of data) flatten(d, out);
-  else out.push(data);
+  if (!Array.isArray(data)) {
+    out.push(data);
+    return;
+  }
+  const stack: { list: unknown[]; next: number }[] = [{ list: data, next: 0 }];
+  while (stack.length) {
+    const top = stack[stack.length - 1]!;
+    if (top.next === top.list.length) {
+      stack.pop();
+      continue;
+    }
+    const v = top.list[top.next++];
+    if (!Array.isArray(v)) out.push(v);
+    else if (stack.length >= MAX_JSON_DATA_DEPTH) {
+      throw ServalError.invalidArg(`Unable to parse 'data': nesting exceeds the maximum depth of ${MAX_JSON_DATA_DEPTH}`);
+    } else stack.push({ list: v, next: 0 });
+  }
 }
 
 /** Converts a JSON `data` value (flat or nested) into raw little-endian bytes. */
@@ -197,7 +259,7 @@ export function jsonToRaw(dt: DataType, data: unknown, what: string, expectedCou
       flat.map((v) => {
         if (typeof v === 'string') return v;
         // Triton accepts only strings for BYTES in JSON; numbers are a client mistake.
-        throw ServalError.invalidArg(`${what}: expected a string for a BYTES element, got ${JSON.stringify(v)}`);
+        throw ServalError.invalidArg(`${what}: expected a string for a BYTES element, got ${shown(v)}`);
       }),
     );
   }
@@ -253,7 +315,12 @@ const INT_RANGE: Partial<Record<DataType, [number, number]>> = {
 };
 
 function badJson(what: string, dt: DataType, v: unknown): ServalError {
-  return ServalError.invalidArg(`${what}: value ${JSON.stringify(typeof v === 'bigint' ? v.toString() : v)} is not a valid ${dt}`);
+  return ServalError.invalidArg(`${what}: value ${shown(v)} is not a valid ${dt}`);
+}
+
+/** A JSON value for an error text; exact big integers (BigInt, kernel/json.ts) anywhere inside as digits. */
+function shown(v: unknown): string {
+  return JSON.stringify(v, (_k, x: unknown) => (typeof x === 'bigint' ? x.toString() : x)) ?? String(v);
 }
 
 /**

@@ -6,6 +6,7 @@
 // output depends on are not run. The first step error fails the request once the steps in flight
 // have finished, with the step's error text after "in ensemble '<name>', ".
 
+import type { ResponseCache } from '../cache/response_cache.js';
 import {
   checkEnsembleSteps,
   ENSEMBLE_FACTS,
@@ -23,6 +24,7 @@ import type { DataType } from '../kernel/datatypes.js';
 import { asServalError, ServalError } from '../kernel/errors.js';
 import type { InferInputTensor, InferOutputTensor, InferRequest, InferResponse, Params } from '../kernel/types.js';
 import { ModelStats, type RequestTiming } from '../stats/model_stats.js';
+import { throughCache } from './cache_path.js';
 import type { LoadedVersion, VersionLookup } from './loaded_version.js';
 import { readLabels } from './model_version.js';
 import { classify } from './outputs.js';
@@ -198,6 +200,7 @@ export class EnsembleVersion implements LoadedVersion {
   private closed = false;
   private readonly running = new Set<Promise<unknown>>();
   private readonly limiters: StepLimiter[];
+  private readonly cache: ResponseCache | undefined;
 
   private constructor(
     readonly version: number,
@@ -205,8 +208,12 @@ export class EnsembleVersion implements LoadedVersion {
     private readonly plan: EnsemblePlan,
     private readonly lookup: VersionLookup,
     maxInflight: number,
+    responseCache?: ResponseCache,
   ) {
     this.limiters = plan.steps.map(() => new StepLimiter(maxInflight));
+    // Top-level ensemble requests are cached when the ensemble's own config enables it (recent Triton releases).
+    this.cache = config.responseCache ? responseCache : undefined;
+    this.stats.cacheEnabled = this.cache !== undefined;
   }
 
   get name(): string {
@@ -217,14 +224,21 @@ export class EnsembleVersion implements LoadedVersion {
    * Loads one version of ensemble `name`: the section's own checks, the config resolved like any
    * model's, then every step against its composing model, which the caller has loaded first.
    */
-  static async load(raw: ModelConfig, name: string, modelDir: string, version: number, lookup: VersionLookup): Promise<EnsembleVersion> {
+  static async load(
+    raw: ModelConfig,
+    name: string,
+    modelDir: string,
+    version: number,
+    lookup: VersionLookup,
+    responseCache?: ResponseCache,
+  ): Promise<EnsembleVersion> {
     const plan = planEnsemble(raw, name);
     const labels = await readLabels(raw, name, modelDir);
     // Triton sets an ensemble's transaction policy from its steps': none of Serval's is decoupled.
     const completed: ModelConfig = { ...raw, model_transaction_policy: { ...raw.model_transaction_policy, decoupled: false } };
     const config = resolveConfig(completed, { folderName: name, backend: ENSEMBLE_FACTS, signature: ensembleSignature(raw), labels });
     checkEnsembleSteps(config, plan, (step) => lookup(step.modelName, stepVersion(step)).config);
-    return new EnsembleVersion(version, config, plan, lookup, Number(raw.ensemble_scheduling?.max_inflight_requests ?? 0));
+    return new EnsembleVersion(version, config, plan, lookup, Number(raw.ensemble_scheduling?.max_inflight_requests ?? 0), responseCache);
   }
 
   /** The steps against their composing models as they are now (one of them changed); throws Triton's error. */
@@ -234,7 +248,9 @@ export class EnsembleVersion implements LoadedVersion {
 
   infer(req: InferRequest, requestStartNs: bigint, secondaryStats?: ModelStats): Promise<InferResponse> {
     if (this.closed) return Promise.reject(ServalError.unavailable('model is being unloaded'));
-    const run = this.run(req, requestStartNs, secondaryStats);
+    const run = this.cache
+      ? this.cachedRun(this.cache, req, requestStartNs, secondaryStats)
+      : this.run(req, requestStartNs, secondaryStats);
     const tracked = run.then(
       () => undefined,
       () => undefined,
@@ -242,6 +258,26 @@ export class EnsembleVersion implements LoadedVersion {
     this.running.add(tracked);
     void tracked.finally(() => this.running.delete(tracked));
     return run;
+  }
+
+  /** run() behind the response cache: the request is checked first, so the key is of a valid request. */
+  private async cachedRun(
+    cache: ResponseCache,
+    req: InferRequest,
+    requestStartNs: bigint,
+    secondaryStats: ModelStats | undefined,
+  ): Promise<InferResponse> {
+    const topK = classCounts(req);
+    const v = validateRequest(req, this.config);
+    const use = { cache, model: this.name, version: this.version, stats: this.stats, secondaryStats };
+    const outputs = await throughCache(
+      use,
+      v,
+      topK,
+      requestStartNs,
+      async () => (await this.run(req, requestStartNs, secondaryStats)).outputs,
+    );
+    return { modelName: this.name, modelVersion: String(this.version), id: req.id, outputs };
   }
 
   private async run(req: InferRequest, requestStartNs: bigint, secondaryStats: ModelStats | undefined): Promise<InferResponse> {

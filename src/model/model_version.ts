@@ -3,21 +3,23 @@
 // check) → label files and warm-up samples → start instances → warm up. Nothing starts before the
 // config is known to be good.
 import { readFile } from 'node:fs/promises';
-import path from 'node:path';
 import type { Backend, InstanceHost, ModelFiles, ModelInstance } from '../backends/backend.js';
 import type { BackendRegistry } from '../backends/registry.js';
+import type { ResponseCache } from '../cache/response_cache.js';
 import { resolveConfig } from '../config/resolve.js';
 import type { ResolvedModelConfig } from '../config/resolved.js';
 import type { ModelConfig } from '../config/types.js';
+import { confinedPath, scrubPaths } from '../kernel/confine.js';
 import { ServalError } from '../kernel/errors.js';
 import type { InferOutputTensor, InferRequest, InferResponse } from '../kernel/types.js';
 import { Scheduler, submit } from '../scheduler/scheduler.js';
 import { SequenceBatcher, type StateTensor } from '../scheduler/sequence_batcher.js';
 import { ModelStats } from '../stats/model_stats.js';
+import { throughCache } from './cache_path.js';
 import type { LoadedVersion } from './loaded_version.js';
 import { classify, clientShape } from './outputs.js';
 import { readInitialStates, sequenceParameters } from './sequence_params.js';
-import { classCounts, queueParameters, validateRequest } from './validate.js';
+import { classCounts, queueParameters, type ValidatedRequest, validateRequest } from './validate.js';
 import { type WarmupSample, warmupRequests } from './warmup.js';
 
 export interface LoadOptions {
@@ -25,19 +27,27 @@ export interface LoadOptions {
   backends: BackendRegistry;
   /** Inference on the server's models, for instances that make requests of their own (Python BLS). */
   host: InstanceHost;
+  /** The server's response cache (--cache-config), used by models whose config enables it. */
+  responseCache?: ResponseCache;
 }
 
 export class ModelVersion implements LoadedVersion {
   readonly stats = new ModelStats();
   private readonly scheduler: Pick<Scheduler, 'enqueue' | 'drain'>;
+  /** Set when the config enables the response cache and the server has one; never for sequence models (as in Triton). */
+  private readonly cache: ResponseCache | undefined;
 
   private constructor(
     readonly version: number,
     readonly config: ResolvedModelConfig,
     private readonly instances: readonly ModelInstance[],
     initialStates?: ReadonlyMap<string, StateTensor>,
+    responseCache?: ResponseCache,
   ) {
     const { name, maxBatchSize, sequence } = config;
+    for (const inst of instances) inst.onRestart = () => this.stats.instanceRestarts++;
+    this.cache = config.responseCache && !sequence ? responseCache : undefined;
+    this.stats.cacheEnabled = this.cache !== undefined;
     this.scheduler = sequence
       ? new SequenceBatcher(instances, { name, maxBatchSize, policy: sequence, ...(initialStates && { initialStates }) }, this.stats)
       : new Scheduler(instances, config.batching, this.stats);
@@ -50,9 +60,11 @@ export class ModelVersion implements LoadedVersion {
   /** Loads one version of model `name` (its folder's name) from its raw config; returns it ready. */
   static async load(raw: ModelConfig, name: string, modelDir: string, version: number, opts: LoadOptions): Promise<ModelVersion> {
     const backend = opts.backends.forConfig(raw, name);
+    const filename = raw.default_model_filename || backend.defaultModelFilename;
     const files: ModelFiles = {
       modelDir,
-      modelPath: path.join(modelDir, String(version), raw.default_model_filename || backend.defaultModelFilename),
+      // Inside the version folder by name and inside the model's folder after symlinks (kernel/confine.ts).
+      modelPath: await confinedPath(modelDir, String(version), { model: name, field: 'default_model_filename', value: filename }),
     };
     const signature = await backend.readSignature(files);
     const completed = opts.autoComplete ? await backend.autoComplete(raw, signature, files) : raw;
@@ -61,7 +73,8 @@ export class ModelVersion implements LoadedVersion {
     const samples = await warmupRequests(config, modelDir);
     const initialStates = config.sequence ? await readInitialStates(config, modelDir) : undefined;
     const instances = await startInstances(backend, config, files, opts.host).catch((e: unknown) => {
-      throw ServalError.invalidArg(`failed to load '${name}' version ${version}: ${e instanceof Error ? e.message : String(e)}`);
+      const why = scrubPaths(e instanceof Error ? e.message : String(e), modelDir);
+      throw ServalError.invalidArg(`failed to load '${name}' version ${version}: ${why}`);
     });
     try {
       await warmUp(config, samples, instances);
@@ -69,13 +82,34 @@ export class ModelVersion implements LoadedVersion {
       await Promise.allSettled(instances.map((i) => i.close()));
       throw e;
     }
-    return new ModelVersion(version, config, instances, initialStates);
+    return new ModelVersion(version, config, instances, initialStates, opts.responseCache);
   }
 
   /** Validates a request, queues it, and shapes what the model produced for the client. */
   async infer(req: InferRequest, requestStartNs: bigint, secondaryStats?: ModelStats): Promise<InferResponse> {
     const topK = classCounts(req);
     const v = validateRequest(req, this.config);
+    const run = () => this.run(req, v, topK, requestStartNs, secondaryStats);
+    const outputs = this.cache
+      ? await throughCache(
+          { cache: this.cache, model: this.name, version: this.version, stats: this.stats, secondaryStats },
+          v,
+          topK,
+          requestStartNs,
+          run,
+        )
+      : await run();
+    return { modelName: this.name, modelVersion: String(this.version), id: req.id, outputs };
+  }
+
+  /** Queues a checked request and shapes what the model produced for the client. */
+  private async run(
+    req: InferRequest,
+    v: ValidatedRequest,
+    topK: ReadonlyMap<string, number>,
+    requestStartNs: bigint,
+    secondaryStats: ModelStats | undefined,
+  ): Promise<InferOutputTensor[]> {
     const produced = await this.scheduler.enqueue({
       batchSize: v.batchSize,
       inputs: v.inputs,
@@ -92,7 +126,7 @@ export class ModelVersion implements LoadedVersion {
     const byName = new Map(produced.map((o) => [o.name, o]));
     // v.outputs: the requested outputs in request order (validated, no repeats), else all of them.
     // A Python model may leave out an output it was asked for; the response then lacks it, as in Triton.
-    const outputs: InferOutputTensor[] = v.outputs.flatMap((name) => {
+    return v.outputs.flatMap((name) => {
       const out = byName.get(name);
       if (!out) return [];
       const cfg = this.config.outputByName.get(name)!;
@@ -100,7 +134,6 @@ export class ModelVersion implements LoadedVersion {
       const k = topK.get(name);
       return [k ? classify(shaped, k, v.batchSize > 0, cfg.labels) : shaped];
     });
-    return { modelName: this.name, modelVersion: String(this.version), id: req.id, outputs };
   }
 
   /** Waits for queued and running requests, then stops the instances. */
@@ -116,8 +149,10 @@ export async function readLabels(config: ModelConfig, name: string, modelDir: st
   for (const out of config.output ?? []) {
     const file = out.label_filename;
     if (!file || labels.has(file)) continue;
-    const text = await readFile(path.join(modelDir, file), 'utf8').catch((e: Error) => {
-      throw ServalError.invalidArg(`model '${name}': cannot read label file '${file}' of output '${out.name}': ${e.message}`);
+    const where = await confinedPath(modelDir, '', { model: name, field: `label_filename of output '${out.name}'`, value: file });
+    const text = await readFile(where, 'utf8').catch((e: NodeJS.ErrnoException) => {
+      const why = e.code === 'ENOENT' ? 'no such file' : (e.code ?? 'error');
+      throw ServalError.invalidArg(`model '${name}': cannot read label file '${file}' of output '${out.name}': ${why}`);
     });
     labels.set(
       file,
@@ -151,7 +186,7 @@ async function warmUp(config: ResolvedModelConfig, samples: WarmupSample[], inst
       for (const s of samples) {
         for (let i = 0; i < s.count; i++) {
           try {
-            await submit(inst, [s.req], s.req.batchSize).result;
+            await submit(inst, [s.req], s.req.batchSize, config.batching.ragged).result;
           } catch (e) {
             throw ServalError.invalidArg(
               `model '${config.name}': warmup sample '${s.name}' failed on ${inst.placement.name}: ${(e as Error).message}`,

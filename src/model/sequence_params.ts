@@ -1,9 +1,9 @@
 // The sequence batcher's inputs from outside the scheduler: a request's sequence parameters (both
 // protocols carry them in the request's `parameters`) and the initial_state data files of a model.
 import { readFile } from 'node:fs/promises';
-import path from 'node:path';
 import type { ResolvedModelConfig } from '../config/resolved.js';
 import { INITIAL_STATE_FOLDER } from '../config/sequence_config.js';
+import { confinedPath } from '../kernel/confine.js';
 import { elementCount, elementSize } from '../kernel/datatypes.js';
 import { ServalError } from '../kernel/errors.js';
 import type { InferRequest } from '../kernel/types.js';
@@ -51,11 +51,14 @@ export async function readInitialStates(config: ResolvedModelConfig, modelDir: s
   for (const s of config.sequence?.states ?? []) {
     if (s.initial.kind !== 'file') continue;
     const file = s.initial.file;
-    const where = path.join(modelDir, INITIAL_STATE_FOLDER, file);
-    const data = await readFile(where).catch((e: Error) => {
-      throw ServalError.invalidArg(
-        `model '${config.name}': cannot read initial_state file '${file}' of state '${s.inputName}': ${e.message}`,
-      );
+    const where = await confinedPath(modelDir, INITIAL_STATE_FOLDER, {
+      model: config.name,
+      field: `initial_state data_file of state '${s.inputName}'`,
+      value: file,
+    });
+    const data = await readFile(where).catch((e: NodeJS.ErrnoException) => {
+      const why = e.code === 'ENOENT' ? 'no such file' : (e.code ?? 'error');
+      throw ServalError.invalidArg(`model '${config.name}': cannot read initial_state file '${file}' of state '${s.inputName}': ${why}`);
     });
     const shape = s.initial.dims;
     if (s.datatype === 'BYTES') {

@@ -1,8 +1,7 @@
 // Checks an inference request against its model's configuration before it reaches a scheduler,
 // with Triton's error texts (clients and users grep for them), and turns it into the model's shapes.
-import { isUtf8 } from 'node:buffer';
 import type { ResolvedModelConfig } from '../config/resolved.js';
-import { elementCount, elementSize, isDataType, splitBytes } from '../kernel/datatypes.js';
+import { countBytesElements, elementCount, elementSize, firstNonUtf8Element, isDataType } from '../kernel/datatypes.js';
 import { ServalError } from '../kernel/errors.js';
 import type { InferRequest } from '../kernel/types.js';
 import type { ScheduledInput } from '../scheduler/scheduler.js';
@@ -25,25 +24,30 @@ export function validateRequest(request: InferRequest, config: ResolvedModelConf
   const maxBatch = config.maxBatchSize;
   const configInputs = config.inputs;
 
+  // A name given twice: Triton refuses it while it builds the request (inputs first, then the
+  // requested outputs), before any other check and without the request-id prefix.
+  const given = new Set<string>();
+  for (const inp of req.inputs) {
+    if (given.has(inp.name)) throw ServalError.invalidArg(`input '${inp.name}' already exists in request`);
+    given.add(inp.name);
+  }
+  const seen = new Set<string>();
+  for (const o of req.outputs ?? []) {
+    if (seen.has(o.name)) throw ServalError.invalidArg(`output '${o.name}' already exists in request`);
+    seen.add(o.name);
+  }
+
   // Requested outputs must exist.
   let outputs = config.outputs.map((o) => o.name);
   if (req.outputs?.length) {
-    const seen = new Set<string>();
     for (const o of req.outputs) {
       if (!config.outputByName.has(o.name)) throw fail(`unexpected inference output '${o.name}' for model '${model}'`);
-      if (seen.has(o.name)) throw fail(`output '${o.name}' is requested more than once`);
-      seen.add(o.name);
     }
     outputs = [...seen];
   }
 
   // Input count and names, as Triton words it.
   const byName = config.inputByName;
-  const given = new Set<string>();
-  for (const inp of req.inputs) {
-    if (given.has(inp.name)) throw fail(`input '${inp.name}' is given more than once`);
-    given.add(inp.name);
-  }
   for (const inp of req.inputs) {
     if (!byName.has(inp.name)) throw fail(`unexpected inference input '${inp.name}' for model '${model}'`);
   }
@@ -103,8 +107,11 @@ export function validateRequest(request: InferRequest, config: ResolvedModelConf
     }
     const count = elementCount(inp.shape);
     if (expected === 'BYTES') {
-      const elements = splitBytes(inp.data, `${tag}input '${inp.name}'`);
-      const n = elements.length;
+      // Triton's phrase (which names no input), then which input and where.
+      const n = countBytesElements(
+        inp.data,
+        `${tag}element byte size indicator exceeds the end of the buffer for inference input '${inp.name}'`,
+      );
       if (n > count) {
         // Triton stops reading at the first element too many and reports that count.
         throw fail(
@@ -116,7 +123,7 @@ export function validateRequest(request: InferRequest, config: ResolvedModelConf
       }
       // ONNX Runtime's string tensors pass through JS strings, so bytes that are not UTF-8
       // would come back altered; refuse them rather than return different data.
-      const broken = config.utf8BytesOnly ? elements.findIndex((e) => !isUtf8(e)) : -1;
+      const broken = config.utf8BytesOnly ? firstNonUtf8Element(inp.data) : -1;
       if (broken >= 0) {
         throw fail(
           `inference input '${inp.name}' for model '${model}': BYTES element ${broken} is not valid UTF-8; ` +

@@ -22,9 +22,9 @@
 
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import * as path from 'node:path';
 import type { ResolvedModelConfig } from '../config/resolved.js';
 import type { ModelWarmup, ModelWarmupInput } from '../config/types.js';
+import { confinedPath, displayPath } from '../kernel/confine.js';
 import { type DataType, elementCount, elementSize, fromConfigType, splitBytes } from '../kernel/datatypes.js';
 import { ServalError } from '../kernel/errors.js';
 import type { InferInputTensor, InferRequest } from '../kernel/types.js';
@@ -150,18 +150,20 @@ async function fileBytes(
   modelDir: string,
   fail: (msg: string) => ServalError,
 ): Promise<Uint8Array> {
-  const folder = path.resolve(modelDir, WARMUP_DATA_FOLDER);
-  const full = path.resolve(folder, file);
-  const rel = path.relative(folder, full);
-  if (!file || rel === '..' || rel.startsWith(`..${path.sep}`) || path.isAbsolute(rel)) {
-    throw fail(`input_data_file '${file}' must name a file inside the model's '${WARMUP_DATA_FOLDER}' folder`);
+  let full: string;
+  try {
+    full = await confinedPath(modelDir, WARMUP_DATA_FOLDER, { field: 'input_data_file', value: file });
+  } catch (e) {
+    throw fail((e as Error).message);
   }
   let data: Buffer;
   try {
     data = await readFile(full);
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
-    throw fail(`cannot read input_data_file '${file}' (${full}): ${code === 'ENOENT' ? 'no such file' : (e as Error).message}`);
+    throw fail(
+      `cannot read input_data_file '${file}' (${displayPath(modelDir, full)}): ${code === 'ENOENT' ? 'no such file' : (code ?? 'error')}`,
+    );
   }
   if (dt === 'BYTES') {
     let n: number;

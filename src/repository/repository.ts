@@ -8,12 +8,13 @@ import { isEnsembleConfig, planEnsemble } from '../config/ensemble.js';
 import { parseTextProto } from '../config/pbtxt.js';
 import { modelConfigType } from '../config/schema.js';
 import type { ModelConfig } from '../config/types.js';
+import { validateIo, validateModelConfig } from '../config/validate_config.js';
 import { ServalError } from '../kernel/errors.js';
 import type { Logger } from '../kernel/log.js';
 import type { IndexRow, ModelState } from '../kernel/types.js';
 import { EnsembleVersion } from '../model/ensemble.js';
 import type { LoadedVersion, VersionLookup } from '../model/loaded_version.js';
-import { ModelVersion } from '../model/model_version.js';
+import { type LoadOptions, ModelVersion } from '../model/model_version.js';
 import { checkDependencies, circularDependency, type DependencyState, dependenciesOf } from './dependencies.js';
 
 export interface VersionEntry {
@@ -73,11 +74,11 @@ export async function readModelConfig(dir: string, name: string, allowMissing = 
   } catch (e) {
     // Without a config file, auto-complete builds the whole config from the model file.
     if (allowMissing && (e as NodeJS.ErrnoException).code === 'ENOENT') return { name };
-    throw ServalError.invalidArg(`model '${name}': cannot read ${file}: ${(e as Error).message}`);
+    throw ServalError.invalidArg(`model '${name}': cannot read ${name}/config.pbtxt: ${(e as NodeJS.ErrnoException).code ?? 'error'}`);
   }
   let parsed: ModelConfig;
   try {
-    parsed = parseTextProto(text, modelConfigType(), file) as ModelConfig;
+    parsed = parseTextProto(text, modelConfigType(), 'config.pbtxt') as ModelConfig;
   } catch (e) {
     throw ServalError.invalidArg(`model '${name}': failed to parse config: ${(e as Error).message}`);
   }
@@ -98,6 +99,8 @@ export interface RepositoryOptions {
   autoComplete: boolean;
   /** The backends models may name. */
   backends: BackendRegistry;
+  /** The server's response cache (--cache-config), handed to every model version it loads. */
+  responseCache?: LoadOptions['responseCache'];
 }
 
 /** A model folder name that cannot leave the repository (no separators, no dot names). */
@@ -285,7 +288,8 @@ export class ModelRepository {
       throw ServalError.invalidArg(`failed to load '${name}': no model folder named '${name}' in any model repository`);
     }
     if (dirs.length > 1) {
-      const reason = `model '${name}' appears in more than one model repository (${dirs.join(', ')})`;
+      const reason = `model '${name}' appears in more than one model repository (${dirs.length} of them)`;
+      this.log.error('model in more than one repository', { model: name, dirs: dirs.join(', ') });
       this.recordFailure(name, dirs[0]!, reason, old);
       throw ServalError.invalidArg(reason);
     }
@@ -295,6 +299,11 @@ export class ModelRepository {
     let config: ModelConfig;
     try {
       config = override ? named(override, name) : await readModelConfig(dir, name, this.options.autoComplete);
+      // Triton checks the config before it looks for versions, so a broken config shows its own error.
+      validateModelConfig(config, name);
+      // Without auto-complete the tensors are final already, and Triton checks them here too.
+      if (!this.options.autoComplete) validateIo(config, name);
+      if (isEnsembleConfig(config)) planEnsemble(config, name);
     } catch (e) {
       this.recordFailure(name, dir, (e as Error).message, old, available, print);
       throw e;
@@ -304,7 +313,7 @@ export class ModelRepository {
       if (!available.includes(v)) this.log.error('model version not found', { model: name, version: v, dir });
     }
     if (wanted.length === 0) {
-      const reason = `model '${name}' has no version folder to serve in ${dir}`;
+      const reason = `at least one version must be available under the version policy of model '${name}'`;
       this.recordFailure(name, dir, reason, old, [], print);
       throw ServalError.invalidArg(reason);
     }
@@ -326,11 +335,12 @@ export class ModelRepository {
     const results = await Promise.allSettled(
       wanted.map((v) =>
         ensemble
-          ? EnsembleVersion.load(config, name, dir, v, this.lookup)
+          ? EnsembleVersion.load(config, name, dir, v, this.lookup, this.options.responseCache)
           : ModelVersion.load(config, name, dir, v, {
               autoComplete: this.options.autoComplete,
               backends: this.options.backends,
               host: this.host,
+              ...(this.options.responseCache && { responseCache: this.options.responseCache }),
             }),
       ),
     );

@@ -2,7 +2,7 @@
 // request runs alone on the next free instance (Triton's default scheduler); with it, queued
 // requests of compatible shapes are merged into one execution (Triton's dynamic batcher).
 import type { BatchRequest, ExecLayout, ExecResult, Execution, ModelInstance, Reservation, TensorSlot } from '../backends/backend.js';
-import type { BatchingPolicy } from '../config/resolved.js';
+import type { BatchingPolicy, RaggedBatching } from '../config/resolved.js';
 import type { Cancellation } from '../kernel/cancel.js';
 import { type DataType, elementCount } from '../kernel/datatypes.js';
 import { asServalError, ServalError } from '../kernel/errors.js';
@@ -10,6 +10,7 @@ import type { RequestTrace } from '../kernel/trace.js';
 import type { Params } from '../kernel/types.js';
 import type { FailureReason, ModelStats, RequestTiming } from '../stats/model_stats.js';
 import { type Entry, PriorityQueue } from './queue.js';
+import { batchInputTensor, raggedLength, scatterBatchOutput } from './ragged.js';
 
 /** A validated request as the scheduler sees it: tensors already in the model's shapes. */
 export interface ScheduledInput {
@@ -94,7 +95,7 @@ export class Scheduler {
     return new Promise((resolve, reject) => {
       const item: Queued = {
         req,
-        key: this.policy.dynamic ? req.inputs.map((i) => `${i.name}:${i.shape.slice(req.batchSize ? 1 : 0).join(',')}`).join(';') : '',
+        key: this.policy.dynamic ? batchKey(req, this.policy.ragged) : '',
         queueStartNs: now(),
         resolve: (o) => this.settle(item, () => resolve(o)),
         reject: (e) => this.settle(item, () => reject(e)),
@@ -197,33 +198,47 @@ export class Scheduler {
     }
   }
 
-  /** Picks the next batch from the queue head, or undefined to keep waiting (and arms the delay timer). */
+  /**
+   * Picks the next batch from the queue head, or undefined to keep waiting (and arms the delay
+   * timer). Triton's GetDynamicBatch, rule by rule (docs/batching.md): walk the queue in service
+   * order, stop at the first request that would overflow max_batch_size or whose shapes cannot
+   * join the pending batch; remember the last point where the pending size was preferred, or the
+   * point just before it grew past the largest preferred size; then send that at once unless the
+   * queue delay has passed (then everything pending goes), send everything if the walk was
+   * stopped or the batch cannot grow towards a preferred size, else wait out the delay.
+   */
   private nextBatch(): Queued[] | undefined {
-    const { dynamic, maxBatchSize, preferredBatchSizes, maxQueueDelayNs } = this.policy;
+    const { dynamic, maxBatchSize, maxQueueDelayNs } = this.policy;
     const head = this.queue.first()!;
     if (!dynamic || head.req.batchSize === 0) return this.take([head]);
-    const ordered = this.queue.ordered();
+    // Triton fills an empty preferred_batch_size with max_batch_size.
+    const preferred = this.policy.preferredBatchSizes.length ? this.policy.preferredBatchSizes : [maxBatchSize];
+    const maxPreferred = Math.max(...preferred);
 
-    // Gather compatible requests in arrival order up to max_batch_size.
-    const candidates: Queued[] = [];
-    const sizes: number[] = [];
-    let total = 0;
-    for (const q of ordered) {
-      if (q.key !== head.key) continue;
-      if (total + q.req.batchSize > maxBatchSize) break;
-      total += q.req.batchSize;
-      candidates.push(q);
-      sizes.push(total);
+    const pending: Queued[] = [];
+    let size = 0;
+    let best = 0; // requests up to the marked point
+    let sendNow = false;
+    let oldest = head.queueStartNs;
+    for (const q of this.queue.ordered()) {
+      const b = Math.max(1, q.req.batchSize);
+      if (pending.length) {
+        if (size + b > maxPreferred && best === 0) best = pending.length;
+        if (size + b > maxBatchSize || q.key !== head.key) {
+          sendNow = true;
+          break;
+        }
+      }
+      pending.push(q);
+      size += b;
+      if (q.queueStartNs < oldest) oldest = q.queueStartNs;
+      if (preferred.includes(size)) best = pending.length;
     }
-    const cutAt = (target: number): Queued[] => this.take(candidates.slice(0, sizes.indexOf(target) + 1));
 
-    if (total >= maxBatchSize) return cutAt(total);
-    // The largest preferred size reachable exactly with whole requests goes at once.
-    const best = preferredBatchSizes.filter((p) => sizes.includes(p)).sort((a, b) => b - a)[0];
-    if (best !== undefined) return cutAt(best);
-    const waited = now() - head.queueStartNs;
-    if (maxQueueDelayNs <= 0 || waited >= BigInt(maxQueueDelayNs)) return cutAt(total);
-    this.armTimer(head.queueStartNs + BigInt(maxQueueDelayNs));
+    const delayExceeded = maxQueueDelayNs > 0 && now() - oldest >= BigInt(maxQueueDelayNs);
+    if (best > 0 && !delayExceeded) return this.take(pending.slice(0, best));
+    if (sendNow || size >= maxPreferred || delayExceeded || maxQueueDelayNs <= 0) return this.take(pending);
+    this.armTimer(oldest + BigInt(maxQueueDelayNs));
     return undefined;
   }
 
@@ -263,6 +278,7 @@ export class Scheduler {
           instance,
           batch.map((q) => q.req),
           total,
+          this.policy.ragged,
         );
         if (execution.held) {
           for (const q of batch) {
@@ -290,6 +306,7 @@ export class Scheduler {
             result,
             batch.map((q) => q.req.batchSize),
             batching,
+            this.policy.ragged && { spec: this.policy.ragged, reqs: batch.map((q) => q.req) },
           );
     } catch (e) {
       if (!withdrawn) failAll(asServalError(e), 'BACKEND');
@@ -361,9 +378,12 @@ export function assemble(
   reqs: readonly BatchInputs[],
   totalBatch: number,
   alloc: (byteLength: number) => Uint8Array = (n) => new Uint8Array(n),
+  ragged?: RaggedBatching,
 ): ExecLayout & { data: Uint8Array } {
   const first = reqs[0]!;
   const outputs = [...new Set(reqs.flatMap((r) => r.outputs))];
+  // batch_input tensors the model gets besides the requests' own (ragged batching).
+  const extra = ragged?.batchInputs.map((spec) => batchInputTensor(spec, reqs)) ?? [];
   let size = 0;
   const offsets: number[] = [];
   for (let i = 0; i < first.inputs.length; i++) {
@@ -371,6 +391,11 @@ export function assemble(
     for (const r of reqs) size += r.inputs[i]!.data.byteLength;
     size = Math.ceil(size / ALIGN) * ALIGN;
   }
+  const extraOffsets = extra.map((t) => {
+    const at = size;
+    size = Math.ceil((size + t.data.byteLength) / ALIGN) * ALIGN;
+    return at;
+  });
   const bytes = alloc(size);
   const requests: BatchRequest[] = reqs.map((r) => ({
     id: r.id ?? '',
@@ -385,21 +410,30 @@ export function assemble(
       bytes.set(r.inputs[i]!.data, off);
       off += r.inputs[i]!.data.byteLength;
     }
-    const dims = totalBatch > 0 ? [totalBatch, ...inp.shape.slice(1)] : [...inp.shape];
+    // A ragged input reaches the model as one 1-D tensor of every request's elements.
+    const dims = ragged?.raggedInputs.has(inp.name)
+      ? [raggedLength(reqs, inp.name)]
+      : totalBatch > 0
+        ? [totalBatch, ...inp.shape.slice(1)]
+        : [...inp.shape];
     return { name: inp.name, datatype: inp.datatype, dims, offset: offsets[i]!, byteLength: off - offsets[i]! };
+  });
+  extra.forEach((t, k) => {
+    bytes.set(t.data, extraOffsets[k]!);
+    inputs.push({ name: t.name, datatype: t.datatype, dims: t.dims, offset: extraOffsets[k]!, byteLength: t.data.byteLength });
   });
   return { data: bytes, inputs, outputs, requests };
 }
 
 /** Assembles a batch straight into a reservation of `instance` and starts it. */
-export function submit(instance: ModelInstance, reqs: readonly BatchInputs[], totalBatch: number): Execution {
+export function submit(instance: ModelInstance, reqs: readonly BatchInputs[], totalBatch: number, ragged?: RaggedBatching): Execution {
   let reservation: Reservation | undefined;
   const alloc = (n: number): Uint8Array => {
     reservation = instance.reserve(n);
     return reservation.buffer;
   };
   try {
-    const { inputs, outputs, requests } = assemble(reqs, totalBatch, alloc);
+    const { inputs, outputs, requests } = assemble(reqs, totalBatch, alloc, ragged);
     return reservation!.execute({ inputs, outputs, requests });
   } catch (e) {
     reservation?.release();
@@ -408,10 +442,22 @@ export function submit(instance: ModelInstance, reqs: readonly BatchInputs[], to
 }
 
 /** Splits each output along the batch dimension into per-request views (no copies). */
-export function scatter(result: ExecResult, batchSizes: number[], batching: boolean): ScheduledOutput[][] {
+export function scatter(
+  result: ExecResult,
+  batchSizes: number[],
+  batching: boolean,
+  ragged?: { spec: RaggedBatching; reqs: readonly BatchInputs[] },
+): ScheduledOutput[][] {
   const per: ScheduledOutput[][] = batchSizes.map(() => []);
   for (const out of result.outputs) {
     const bytes = out.data;
+    const batchOutput = ragged?.spec.batchOutputs.find((b) => b.targetName === out.name);
+    if (batchOutput) {
+      scatterBatchOutput(out, batchOutput, ragged!.reqs).forEach((o, i) => {
+        per[i]!.push(o);
+      });
+      continue;
+    }
     if (!batching) {
       per[0]!.push({ name: out.name, datatype: out.datatype, shape: out.dims, data: bytes });
       continue;
@@ -431,6 +477,17 @@ export function scatter(result: ExecResult, batchSizes: number[], batching: bool
     });
   }
   return per;
+}
+
+/**
+ * Requests batch together only when these match: the input names present and the shapes after
+ * the batch dimension, except of ragged inputs (Triton checks equal shapes only for inputs that
+ * are not allow_ragged_batch).
+ */
+function batchKey(req: SchedulerRequest, ragged: RaggedBatching | undefined): string {
+  return req.inputs
+    .map((i) => (ragged?.raggedInputs.has(i.name) ? `${i.name}:*` : `${i.name}:${i.shape.slice(req.batchSize ? 1 : 0).join(',')}`))
+    .join(';');
 }
 
 /** Byte length of each request's share of a serialized BYTES tensor. */

@@ -41,6 +41,8 @@ export class ModelStats {
   readonly computeOutput = dur();
   readonly cacheHit = dur();
   readonly cacheMiss = dur();
+  /** The response cache serves this version (its config enables it and the server has one). */
+  cacheEnabled = false;
   readonly batches = new Map<number, BatchStat>();
   /** Failed requests by Triton's failure reasons (REJECTED, CANCELED, BACKEND, OTHER). */
   readonly failuresByReason = new Map<FailureReason, number>();
@@ -50,6 +52,8 @@ export class ModelStats {
   readonly latencyBuckets = new Uint32Array(LATENCY_BUCKETS);
   /** Execution time (compute input + infer + output) by instance name, for each one's busy share. */
   readonly busyNsByInstance = new Map<string, number>();
+  /** Instances (ONNX worker threads, Python stubs) replaced after they died (Serval's own metric). */
+  instanceRestarts = 0;
 
   /** One request completed successfully; `batchSize` is its own batch size (≥ 1). */
   recordSuccess(batchSize: number, t: RequestTiming, endNs: bigint): void {
@@ -62,6 +66,29 @@ export class ModelStats {
     add(this.computeInput, t.computeInputNs);
     add(this.computeInfer, t.computeInferNs);
     add(this.computeOutput, t.computeOutputNs);
+  }
+
+  /**
+   * A request answered from the response cache (Triton's UpdateSuccessCacheHit): a success with
+   * its request and queue time (arrival to the start of the lookup) and the lookup as cache_hit
+   * time. Nothing ran, so inference and execution counts stay, and compute time adds 0; Triton's
+   * statistics report the queue and compute counts as the success count, so they count it.
+   */
+  recordCacheHit(requestStartNs: bigint, lookupStartNs: bigint, lookupEndNs: bigint, endNs: bigint): void {
+    this.lastInferenceMs = Date.now();
+    const ns = Number(endNs - requestStartNs);
+    add(this.success, ns);
+    this.latencyBuckets[latencyBucket(ns)]! += 1;
+    add(this.queue, Number(lookupStartNs - requestStartNs));
+    add(this.computeInput, 0);
+    add(this.computeInfer, 0);
+    add(this.computeOutput, 0);
+    add(this.cacheHit, Number(lookupEndNs - lookupStartNs));
+  }
+
+  /** A cache miss that ran and was stored: `ns` is the lookup plus the insertion, as in Triton. */
+  recordCacheMiss(ns: number): void {
+    add(this.cacheMiss, ns);
   }
 
   recordFailure(requestStartNs: bigint, endNs: bigint, reason: FailureReason): void {

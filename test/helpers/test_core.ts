@@ -4,6 +4,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { BackendRegistry } from '../../src/backends/registry.js';
+import type { ResponseCache } from '../../src/cache/response_cache.js';
 import { InferenceCore } from '../../src/core/server_core.js';
 import type { Logger } from '../../src/kernel/log.js';
 import { type ControlMode, ModelRepository } from '../../src/repository/repository.js';
@@ -79,7 +80,7 @@ export interface TestCore {
 
 export async function startTestCore(
   models: TestModel[] = [SIMPLE_TEST_MODEL],
-  opts: { mode?: ControlMode; strictReadiness?: boolean } = {},
+  opts: { mode?: ControlMode; strictReadiness?: boolean; responseCache?: ResponseCache } = {},
 ): Promise<TestCore> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'serval-core-'));
   for (const m of models) {
@@ -97,6 +98,7 @@ export async function startTestCore(
     startupModels: [],
     autoComplete: true,
     backends: new BackendRegistry([testBackend]),
+    ...(opts.responseCache && { responseCache: opts.responseCache }),
   });
   await repository.loadAll();
   const core = new InferenceCore(repository, {

@@ -197,6 +197,8 @@ describe('a Python instance', () => {
         .subarray(4)
         .toString();
     };
+    let restarts = 0; // what nv_inference_instance_restarts counts
+    inst.onRestart = () => restarts++;
     const before = await pidOf();
     expect(before).toBe(String(inst.stubPid));
     const running = submit(inst, [mode('sleep'), mode('ok')], 2).result;
@@ -212,6 +214,7 @@ describe('a Python instance', () => {
     // A stub that kills itself inside execute: the same, and the next request is served again.
     await expectServalErrorAsync(submit(inst, [mode('crash')], 1).result, 'INTERNAL');
     expect(await pidOf()).not.toBe(after);
+    expect(restarts).toBe(2);
   });
 
   it('close() runs finalize and ends the stub', async () => {

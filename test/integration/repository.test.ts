@@ -6,7 +6,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildSimple } from '../../tools/onnx/models.js';
 import { expectSimpleWorks } from '../helpers/checks.js';
-import { get, type HttpResult, inferBinary, inferJson } from '../helpers/http.js';
+import { get, type HttpResult, inferBinary, inferJson, postJson } from '../helpers/http.js';
 import { ROOT } from '../helpers/paths.js';
 import { makeRepo, type Repo, scaleConfig, scaleModel, transposeModel } from '../helpers/repo.js';
 import { runCli, runServerToExit, type ServerHandle, startServer } from '../helpers/server.js';
@@ -43,6 +43,11 @@ describe('a broken model next to good ones', () => {
       simpleVariant('wrong_name', (c) => c.replace('name: "INPUT1"', 'name: "INPUT_B"')),
       simpleVariant('wrong_type', (c) => c.replace(/data_type: TYPE_INT32/, 'data_type: TYPE_FP32')),
       simpleVariant('wrong_dims', (c) => c.replace(/dims: \[ 16 \]/, 'dims: [ 8 ]')),
+      // Triton checks the config before it looks for versions: the config's own error shows.
+      { ...simpleVariant('bad_config_no_versions', (c) => c.replace('max_batch_size: 8', 'max_batch_size: -2')), versions: {} },
+      { ...simpleVariant('no_versions'), versions: {} },
+      simpleVariant('zero_dim', (c) => c.replace(/dims: \[ 16 \]/, 'dims: [ 0 ]')),
+      { ...simpleVariant('corrupt_file'), versions: { 1: new TextEncoder().encode('not an onnx model') } },
     ]);
   });
   afterAll(() => repo.cleanup());
@@ -77,20 +82,41 @@ describe('a broken model next to good ones', () => {
 
     it('reports a config input name that is not in the ONNX file', async () => {
       expect(statusRow(server.stdout(), 'wrong_name')).toContain(
-        "UNAVAILABLE: model 'wrong_name': unexpected input 'INPUT_B' in the model configuration; the model file's inputs are ['INPUT0', 'INPUT1']",
+        "UNAVAILABLE: unexpected inference input 'INPUT_B', allowed inputs are: INPUT0, INPUT1",
       );
       expect((await get(server.url, '/v2/models/wrong_name/ready')).status).toBe(400);
     });
 
     it('reports a config data type that does not match the ONNX file', async () => {
       expect(statusRow(server.stdout(), 'wrong_type')).toContain(
-        "model 'wrong_type': input 'INPUT0' has data_type TYPE_FP32 in the configuration, but the model file's type is TYPE_INT32",
+        "unable to load model 'wrong_type', configuration expects datatype TYPE_FP32 for input 'INPUT0', model provides TYPE_INT32",
       );
+    });
+
+    it("reports each broken model with Triton's reason, and serves the good one regardless", async () => {
+      const out = server.stdout();
+      expect(statusRow(out, 'bad_config_no_versions')).toContain(
+        "UNAVAILABLE: 'max_batch_size' must be non-negative value for bad_config_no_versions",
+      );
+      expect(statusRow(out, 'no_versions')).toContain(
+        "UNAVAILABLE: at least one version must be available under the version policy of model 'no_versions'",
+      );
+      expect(statusRow(out, 'zero_dim')).toContain(
+        "UNAVAILABLE: model input 'INPUT0' dimension must be integer >= 1, or -1 to indicate a variable-size dimension for zero_dim",
+      );
+      expect(statusRow(out, 'corrupt_file')).toMatch(/\| 1 +\| UNAVAILABLE: \S/);
+      expect(statusRow(out, 'simple')).toMatch(/\| 1 +\| READY/);
+      const index = (await postJson(server.url, '/v2/repository/index', {})).json() as { name: string; state: string; reason?: string }[];
+      expect(index.find((r) => r.name === 'no_versions')).toMatchObject({
+        state: 'UNAVAILABLE',
+        reason: "at least one version must be available under the version policy of model 'no_versions'",
+      });
+      expect(index.find((r) => r.name === 'simple')).toMatchObject({ state: 'READY' });
     });
 
     it('reports config dims that do not match the ONNX file', async () => {
       expect(statusRow(server.stdout(), 'wrong_dims')).toMatch(
-        /UNAVAILABLE: .*'INPUT0' has shape \[-1,16\] in the model file, but the configuration gives \[-1,8\]/,
+        /UNAVAILABLE: .*tensor 'INPUT0': the model expects 2 dimensions \(shape \[-1,16\]\) but the model configuration specifies 2 dimensions \(.*making complete shape \[-1,8\]\)/,
       );
     });
   });
@@ -105,12 +131,37 @@ describe('a broken model next to good ones', () => {
     }
   });
 
+  it('with auto-complete off, Triton also checks the tensors before it looks for versions', async () => {
+    const strict = makeRepo([
+      { ...simpleVariant('zero_dim_no_versions', (c) => c.replace(/dims: \[ 16 \]/, 'dims: [ 0 ]')), versions: {} },
+    ]);
+    try {
+      const r = await runServerToExit(strict.dir, ['--disable-auto-complete-config']);
+      expect(statusRow(r.stdout, 'zero_dim_no_versions')).toContain(
+        "UNAVAILABLE: model input 'INPUT0' dimension must be integer >= 1, or -1 to indicate a variable-size dimension for zero_dim_no_versions",
+      );
+    } finally {
+      strict.cleanup();
+    }
+  });
+
   it('by default the server exits non-zero, naming the models that failed', async () => {
     const r = await runServerToExit(repo.dir);
     expect(r.code).not.toBeNull();
     expect(r.code).not.toBe(0);
     const all = r.stdout + r.stderr;
-    for (const m of ['broken', 'wrong_name', 'wrong_type', 'wrong_dims']) expect(statusRow(r.stdout, m)).toContain('UNAVAILABLE');
+    for (const m of [
+      'broken',
+      'wrong_name',
+      'wrong_type',
+      'wrong_dims',
+      'bad_config_no_versions',
+      'no_versions',
+      'zero_dim',
+      'corrupt_file',
+    ]) {
+      expect(statusRow(r.stdout, m)).toContain('UNAVAILABLE');
+    }
     expect(statusRow(r.stdout, 'simple')).toContain('READY');
     expect(r.stderr).toContain('failed to load all models');
     expect(all).toMatch(/broken/);

@@ -143,6 +143,18 @@ describe('src/ layering', () => {
     expect(mentions.map((f) => path.relative(SRC, f))).toEqual([]);
   });
 
+  it('the response cache (cache/) depends on the kernel only; the model version, the repository (its type) and the composition root use it', () => {
+    for (const [f, deps] of graph) {
+      const l = layer(f);
+      for (const d of deps) {
+        if (l === 'cache') expect(['cache', 'kernel'], `${path.relative(SRC, f)} imports ${path.relative(SRC, d)}`).toContain(layer(d));
+        if (layer(d) === 'cache' && l !== 'cache') {
+          expect(['model', 'repository', '(root)'], `${path.relative(SRC, f)} imports ${path.relative(SRC, d)}`).toContain(l);
+        }
+      }
+    }
+  });
+
   it('the client (serval/client) is a package of its own: of src/ it imports only the datatype list, and nothing in src/ imports it', () => {
     const clientDir = path.join(SRC, 'client') + path.sep;
     // kernel/datatypes.ts holds no server state; it and what it imports come with the client.

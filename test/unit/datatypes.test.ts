@@ -15,6 +15,7 @@ import {
   isDataType,
   joinBytes,
   jsonToRaw,
+  MAX_JSON_DATA_DEPTH,
   rawToJson,
   splitBytes,
   toConfigType,
@@ -153,6 +154,19 @@ describe('JSON data → raw bytes → JSON, every datatype', () => {
     ).toBe(true);
     expect(jsonToRaw('INT32', 7, 'x').equals(rawOf('INT32', [7]))).toBe(true);
     expect(jsonToRaw('BYTES', [['a'], ['b', 'c']], 'x').equals(bytesRaw(['a', 'b', 'c']))).toBe(true);
+  });
+
+  it(`refuses 'data' nested deeper than ${MAX_JSON_DATA_DEPTH} levels, however deep, without exhausting the stack`, () => {
+    const nest = (depth: number): unknown => {
+      let v: unknown = 3;
+      for (let i = 0; i < depth; i++) v = [v];
+      return v;
+    };
+    expect(jsonToRaw('INT32', nest(MAX_JSON_DATA_DEPTH), 'x').equals(rawOf('INT32', [3]))).toBe(true);
+    for (const depth of [MAX_JSON_DATA_DEPTH + 1, 200_000]) {
+      const e = expectServalError(() => jsonToRaw('INT32', nest(depth), 'x'), 'INVALID_ARG');
+      expect(e.message).toBe(`Unable to parse 'data': nesting exceeds the maximum depth of ${MAX_JSON_DATA_DEPTH}`);
+    }
   });
 
   it('64-bit integers accept bigint, exactly, across the whole range', () => {

@@ -145,13 +145,13 @@ function simpleModel(mbs = 8, edit: (c: ModelConfig) => void = () => {}): Resolv
 function stepsError(spec: EnsembleSpec, model: ResolvedModelConfig = simpleModel()): string {
   const config = parse(spec);
   const plan: EnsemblePlan = planEnsemble(config, spec.name);
-  const ensemble = resolveForTest({ ...config, platform: 'ensemble', ensemble_scheduling: undefined }, { folderName: spec.name });
+  const ensemble = resolveForTest({ ...config, platform: 'ensemble' }, { folderName: spec.name });
   return expectServalError(() => checkEnsembleSteps(ensemble, plan, () => model), 'INVALID_ARG').message;
 }
 
 function stepsPass(spec: EnsembleSpec, model: ResolvedModelConfig): void {
   const config = parse(spec);
-  const ensemble = resolveForTest({ ...config, ensemble_scheduling: undefined }, { folderName: spec.name });
+  const ensemble = resolveForTest(config, { folderName: spec.name });
   checkEnsembleSteps(ensemble, planEnsemble(config, spec.name), () => model);
 }
 
@@ -175,7 +175,7 @@ describe('checkEnsembleSteps: each step against its loaded model', () => {
     });
     // The planning check would call the extra tensors unused; this is about the step check.
     const config = parse(unmapped);
-    const ensemble = resolveForTest({ ...config, ensemble_scheduling: undefined }, { folderName: 'e' });
+    const ensemble = resolveForTest({ ...config, platform: 'onnxruntime_onnx', ensemble_scheduling: undefined }, { folderName: 'e' });
     const plan: EnsemblePlan = {
       steps: config.ensemble_scheduling!.step!.map((s, index) => ({
         index,

@@ -36,6 +36,12 @@ describe('decodeInferRequest: JSON bodies', () => {
     expect(d.binaryOutputs.size).toBe(0);
   });
 
+  it("refuses 'data' nested past the limit with a 400, even 100 000 levels deep (docs/config_checks.md)", () => {
+    const deep = `{"inputs":[{"name":"A","datatype":"INT32","shape":[1],"data":${'['.repeat(100_000)}1${']'.repeat(100_000)}}]}`;
+    const e = decodeError(Buffer.from(deep), undefined);
+    expect([e.code, e.message]).toEqual(['INVALID_ARG', "Unable to parse 'data': nesting exceeds the maximum depth of 100"]);
+  });
+
   it('reads requested outputs, binary_data flags and classification', () => {
     const doc = {
       inputs: [],

@@ -212,6 +212,11 @@ describe('the HTTP front-end over a real core', () => {
       ]);
       // An empty body is an empty request.
       expect((await post(app, '/v2/repository/index', '')).json()).toEqual(res.json());
+      // Triton's text for a 'ready' that is not a boolean (Triton answers 500; Serval 400, see docs/config_checks.md).
+      for (const bad of ['"yes"', '1', 'null', '[true]']) {
+        expectError(await post(app, '/v2/repository/index', `{"ready": ${bad}}`), 400, 'attempt to access JSON non-boolean as boolean');
+      }
+      expect((await post(app, '/v2/repository/index', '{"ready": false}')).json()).toEqual(res.json());
     });
 
     it('answers unknown routes with 404 JSON', async () => {
@@ -573,7 +578,7 @@ describe('readiness and refusals of a core that is not ready', () => {
         ['simple', '1', 'READY'],
       ]);
       expect(index[0]!.reason).toContain(
-        "model 'bad_dims': input 'INPUT0' has shape [-1,16] in the model file, but the configuration gives [-1,8]",
+        "model 'bad_dims', tensor 'INPUT0': the model expects 2 dimensions (shape [-1,16]) but the model configuration specifies 2 dimensions (an initial batch dimension because max_batch_size > 0 followed by the explicit tensor shape, making complete shape [-1,8])",
       );
       expect(index[1]).not.toHaveProperty('reason');
       const ready = (await post(app, '/v2/repository/index', JSON.stringify({ ready: true }))).json<{ name: string }[]>();

@@ -10,7 +10,8 @@ const GPUS: DeviceEnvironment = { ...CPU_ONLY, gpus: [0, 1, 2], cudaProvider: tr
 describe('placeInstances', () => {
   it('no instance_group: one instance, on the CPU when there is no usable GPU', () => {
     for (const groups of [undefined, []]) {
-      expect(placeInstances('m', groups, CPU_ONLY)).toEqual([{ name: 'm_0_0', kind: 'KIND_CPU', deviceId: -1 }]);
+      // Triton names the group it adds after the model, and its instance <group>_0.
+      expect(placeInstances('m', groups, CPU_ONLY)).toEqual([{ name: 'm_0', kind: 'KIND_CPU', deviceId: -1 }]);
     }
   });
 

@@ -112,19 +112,35 @@ describe('the interpreter of a model', () => {
   it('EXECUTION_ENV_PATH: an environment folder (with $$TRITON_MODEL_DIRECTORY), or a .tar.gz of one', () => {
     const modelDir = path.join(tmp, 'model');
     expect(modelInterpreter('$$TRITON_MODEL_DIRECTORY/env', modelDir, 'm', '/ignored')).toBe(path.join(env, 'bin', 'python3'));
-    expect(modelInterpreter(env, '/elsewhere', 'm', undefined)).toBe(path.join(env, 'bin', 'python3'));
-    const archive = path.join(tmp, 'env.tar.gz');
+    expect(modelInterpreter('env', modelDir, 'm', undefined)).toBe(path.join(env, 'bin', 'python3'));
+    const archive = path.join(modelDir, 'env.tar.gz');
     execFileSync('tar', ['-czf', archive, '-C', env, '.']);
-    const unpacked = modelInterpreter(archive, modelDir, 'm', undefined);
+    const unpacked = modelInterpreter('$$TRITON_MODEL_DIRECTORY/env.tar.gz', modelDir, 'm', undefined);
     expect(unpacked).toMatch(/serval-python-envs\/[0-9a-f]{16}\/bin\/python3$/);
-    expect(modelInterpreter(archive, modelDir, 'm', undefined)).toBe(unpacked);
+    expect(modelInterpreter('env.tar.gz', modelDir, 'm', undefined)).toBe(unpacked);
   });
 
-  it('a path that is not an environment is refused, naming it', () => {
-    expect(expectServalError(() => modelInterpreter('/no/such/env', tmp, 'm', undefined)).message).toContain(
-      "'/no/such/env' does not exist",
+  it('a path that is not an environment is refused, naming it as written', () => {
+    const modelDir = path.join(tmp, 'model');
+    expect(expectServalError(() => modelInterpreter('no_such_env', modelDir, 'm', undefined)).message).toBe(
+      "model 'm': EXECUTION_ENV_PATH 'no_such_env' does not exist",
     );
-    expect(expectServalError(() => modelInterpreter(tmp, tmp, 'm', undefined)).message).toContain('has no bin/python3');
+    mkdirSync(path.join(modelDir, 'empty_env'), { recursive: true });
+    expect(expectServalError(() => modelInterpreter('empty_env', modelDir, 'm', undefined)).message).toContain('has no bin/python3');
+  });
+
+  it('an environment outside the model folder is refused (a config can come from a client)', () => {
+    const modelDir = path.join(tmp, 'model');
+    for (const outside of [
+      env.replace(`${path.sep}model${path.sep}`, path.sep),
+      '/usr',
+      '../model2/env',
+      '$$TRITON_MODEL_DIRECTORY/../x',
+    ]) {
+      expect(expectServalError(() => modelInterpreter(outside, modelDir, 'm', undefined), 'INVALID_ARG').message).toMatch(
+        /^model 'm': parameter EXECUTION_ENV_PATH '.*' must name a file inside the model's folder$/,
+      );
+    }
   });
 
   it('a missing interpreter or package is reported with what to install and how to choose another Python', () => {
@@ -194,7 +210,7 @@ describe('--backend-config and the registry', () => {
     const backend = pythonBackend({ log: createLogger(0) });
     const files = { modelDir: path.join(tmp, 'nomodel'), modelPath: path.join(tmp, 'nomodel', '1', 'model.py') };
     const e = await expectServalErrorAsync(backend.readSignature(files), 'INVALID_ARG');
-    expect(e.message).toContain(`the Python model file ${files.modelPath} does not exist`);
+    expect(e.message).toContain(`the Python model file ${path.basename(files.modelDir)}/1/model.py does not exist`);
   });
 });
 

@@ -75,14 +75,15 @@ describe('resolveConfig', () => {
       default_model_filename: 'model.onnx',
       version_policy: { latest: { num_versions: 1 } },
       instance_group: [{ name: 'm_0', kind: 'KIND_CPU', count: 2 }],
-      dynamic_batching: { preferred_batch_size: [], max_queue_delay_microseconds: 100 },
+      // Triton's normalisation: no preferred sizes means max_batch_size.
+      dynamic_batching: { preferred_batch_size: [8], max_queue_delay_microseconds: 100 },
     });
     expect(r.batching.maxQueueDelayNs).toBe(100_000);
   });
 
   it('applies reshape: clients see dims, the model sees the reshape', () => {
     const cfg: ModelConfig = {
-      max_batch_size: 0,
+      max_batch_size: 4,
       input: [{ name: 'X', data_type: 'TYPE_FP32', dims: [6, -1], reshape: { shape: [2, 3, -1] } }],
       output: [{ name: 'Y', data_type: 'TYPE_FP32', dims: [1], reshape: { shape: [] } }],
     };
@@ -95,10 +96,10 @@ describe('resolveConfig', () => {
     [
       'a config name that is not the folder',
       (c) => (c.name = 'other'),
-      "model 'm': config name 'other' does not match the model folder name 'm'",
+      "unexpected directory name 'm' for model 'other', directory name must equal model name",
     ],
-    ['a negative max_batch_size', (c) => (c.max_batch_size = -1), "model 'm': max_batch_size must be a non-negative integer, got -1"],
-    ['an input without a name', (c) => (c.input![0]!.name = ''), "model 'm': an input has no name"],
+    ['a negative max_batch_size', (c) => (c.max_batch_size = -1), "'max_batch_size' must be non-negative value for m"],
+    ['an input without a name', (c) => (c.input![0]!.name = ''), "model input must specify 'name' for m"],
     ['a duplicate output', (c) => (c.output![1]!.name = 'OUTPUT0'), "model 'm': output 'OUTPUT0' is declared more than once"],
     [
       'an unsupported data type',
@@ -108,12 +109,12 @@ describe('resolveConfig', () => {
     [
       'a zero dimension',
       (c) => (c.input![1]!.dims = [0]),
-      "model 'm': input 'INPUT1' has invalid dimension 0 in dims [0]; dimensions must be positive or -1",
+      "model input 'INPUT1' dimension must be integer >= 1, or -1 to indicate a variable-size dimension for m",
     ],
     [
       'a reshape of another size',
       (c) => (c.input![0]!.reshape = { shape: [4, 5] }),
-      "model 'm': input 'INPUT0' has a reshape [4,5] whose element count does not match its dims [16]",
+      "model input 'INPUT0' has different size for dims and reshape for m",
     ],
     [
       'dynamic batching without batching',
@@ -123,7 +124,7 @@ describe('resolveConfig', () => {
     [
       'a preferred size over max_batch_size',
       (c) => (c.dynamic_batching = { preferred_batch_size: [4, 16] }),
-      "model 'm': preferred_batch_size 16 must be between 1 and max_batch_size 8",
+      'dynamic batching preferred size must be <= max batch size for m',
     ],
     [
       'per-level policies without levels',
@@ -133,12 +134,12 @@ describe('resolveConfig', () => {
     [
       'a default level out of range',
       (c) => (c.dynamic_batching = { priority_levels: 2, default_priority_level: 3 }),
-      "model 'm': default_priority_level must be in the range [1, 2] when priority_levels is 2, got 3",
+      'default priority level must be in range [1, 2] for m',
     ],
     [
       'a policy for a level that does not exist',
       (c) => (c.dynamic_batching = { priority_levels: 2, default_priority_level: 1, priority_queue_policy: { '5': {} } }),
-      "model 'm': priority_queue_policy has level 5, outside [1, 2]",
+      'priority queue policy must have priority level in range [1, 2] for m',
     ],
     [
       'iterative sequences (sequence batching is test/unit/sequence_config.test.ts)',
@@ -177,28 +178,26 @@ describe('resolveConfig', () => {
         simple(),
         named((s) => (s.inputs[1]!.name = 'B')),
       ).message,
-    ).toBe("model 'm': unexpected input 'INPUT1' in the model configuration; the model file's inputs are ['INPUT0', 'B']");
+    ).toBe("unexpected inference input 'INPUT1', allowed inputs are: B, INPUT0");
     expect(
       resolveError(
         simple(),
         named((s) => Object.assign(s.outputs[0]!, { datatype: 'FP32' })),
       ).message,
-    ).toBe("model 'm': output 'OUTPUT0' has data_type TYPE_INT32 in the configuration, but the model file's type is TYPE_FP32");
+    ).toBe("unable to load model 'm', configuration expects datatype TYPE_INT32 for output 'OUTPUT0', model provides TYPE_FP32");
     expect(
       resolveError(
         simple(),
         named((s) => Object.assign(s.outputs[0]!, { datatype: undefined, rawType: 'bfloat16' })),
       ).message,
-    ).toBe(
-      "model 'm': output 'OUTPUT0' has data_type TYPE_INT32 in the configuration, but the model file's type is 'bfloat16' (unsupported)",
-    );
+    ).toBe("unable to load model 'm', configuration expects datatype TYPE_INT32 for output 'OUTPUT0', model provides TYPE_INVALID");
     expect(
       resolveError(
         simple(),
         named((s) => (s.inputs[0]!.dims = [-1, 8])),
       ).message,
     ).toBe(
-      "model 'm': input 'INPUT0' has shape [-1,8] in the model file, but the configuration gives [-1,16] (a batch dimension first because max_batch_size > 0, then dims)",
+      "model 'm', tensor 'INPUT0': the model expects 2 dimensions (shape [-1,8]) but the model configuration specifies 2 dimensions (an initial batch dimension because max_batch_size > 0 followed by the explicit tensor shape, making complete shape [-1,16])",
     );
     // A fixed batch dimension smaller than max_batch_size cannot hold a full batch.
     expect(
@@ -206,13 +205,23 @@ describe('resolveConfig', () => {
         simple(),
         named((s) => (s.inputs[0]!.dims = [4, 16])),
       ).message,
-    ).toContain("input 'INPUT0' has shape [4,16] in the model file");
+    ).toBe(
+      "model 'm', tensor 'INPUT0': for the model to support batching the shape should have at least 1 dimension and the first dimension must be -1; but shape expected by the model is [4,16]",
+    );
+    expect(
+      resolveError(
+        { ...simple(), max_batch_size: 0 },
+        named((s) => (s.inputs[0]!.dims = [16, 1])),
+      ).message,
+    ).toBe(
+      "model 'm', tensor 'INPUT0': the model expects 2 dimensions (shape [16,1]) but the model configuration specifies 1 dimensions (shape [16])",
+    );
     expect(
       resolveError(
         simple(),
         named((s) => s.inputs.push({ name: 'EXTRA', datatype: 'INT32', rawType: 'int32', dims: [-1] })),
       ).message,
-    ).toBe("model 'm': the model file has input(s) ['EXTRA'] that the configuration does not declare");
+    ).toBe("unable to load model 'm', configuration expects 2 inputs, model provides 3");
     // Unknown rank (no shape in the file): only names and types are checked.
     expect(
       resolve(

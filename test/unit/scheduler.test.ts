@@ -291,25 +291,27 @@ describe('dynamic batching', () => {
     expectOwnResults([...rs, extra], await Promise.all([...ps, pe]));
   });
 
-  it('never merges requests whose non-batch shapes differ', async () => {
+  it('never merges requests whose non-batch shapes differ: a batch ends at the first one that differs', async () => {
     const { log, inst, sched } = setup({ dynamic: true, maxBatchSize: 8 }, 1, true);
     const blocker = sched.enqueue(req(1, 3));
     await tick();
-    const rs = [req(1, 3), req(2, 5), req(1, 3), req(1, 5), req(1, 7)];
+    // Triton walks the queue in order and stops at a shape change (no skipping ahead).
+    const rs = [req(1, 3), req(1, 3), req(2, 5), req(1, 3), req(1, 5)];
     const ps = rs.map((r) => sched.enqueue(r));
     for (let k = 0; k < 5; k++) {
       inst[0]!.release();
       await tick();
     }
+    inst[0]!.release();
     await blocker;
     const outs = await Promise.all(ps);
     expectOwnResults(rs, outs, (r) => r.inputs[0]!.shape[1]!);
-    // Every execution has one width only; same-width requests were merged.
     const widths = log.slice(1).map((e) => [e.dims[0], e.dims[1]]);
     expect(widths).toEqual([
       [2, 3],
-      [3, 5],
-      [1, 7],
+      [2, 5],
+      [1, 3],
+      [1, 5],
     ]);
     for (const e of log) expect(e.x.length).toBe(e.dims[0]! * e.dims[1]!);
   });
@@ -678,10 +680,11 @@ describe('the batching policy resolved from a model config', () => {
         default_priority_level: 2,
         default_queue_policy: { max_queue_size: 4 },
         priority_queue_policy: { '1': { timeout_action: 'DELAY', default_timeout_microseconds: 7 } },
-        preserve_ordering: true,
       },
     });
-    expect(p.preserveOrdering).toBe(true);
+    expect(p.preserveOrdering).toBe(false);
+    // Triton allows preserve_ordering with one priority level only (test/unit/config_checks.test.ts).
+    expect(batchingPolicy({ name: 'm', max_batch_size: 8, dynamic_batching: { preserve_ordering: true } }).preserveOrdering).toBe(true);
     expect(p.queue.levels).toBe(2);
     expect(p.queue.defaultLevel).toBe(2);
     expect(p.queue.policies[0]).toMatchObject({ timeoutAction: 'DELAY', defaultTimeoutUs: 7, maxQueueSize: 0 });
@@ -691,14 +694,14 @@ describe('the batching policy resolved from a model config', () => {
   it('rejects a default level outside the configured levels', () => {
     expect(() =>
       batchingPolicy({ name: 'm', max_batch_size: 8, dynamic_batching: { priority_levels: 2, default_priority_level: 3 } }),
-    ).toThrow(/default_priority_level must be in the range \[1, 2\]/);
+    ).toThrow(/default priority level must be in range \[1, 2\]/);
     expect(() =>
       batchingPolicy({
         name: 'm',
         max_batch_size: 8,
         dynamic_batching: { priority_levels: 2, default_priority_level: 1, priority_queue_policy: { '5': {} } },
       }),
-    ).toThrow(/level 5/);
+    ).toThrow(/priority queue policy must have priority level in range \[1, 2\]/);
   });
 });
 

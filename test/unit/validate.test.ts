@@ -218,16 +218,31 @@ describe("Triton's error texts", () => {
     it('malformed serialization', () => {
       const bad = n(16);
       bad.writeUInt32LE(0xffff, 0);
-      expect(validationError(request([input('INPUT0', [1, 16], bad, 'BYTES')]), cfg)).toMatch(/malformed BYTES data/);
+      expect(validationError(request([input('INPUT0', [1, 16], bad, 'BYTES')]), cfg)).toBe(
+        "[request id: <id_unknown>] element byte size indicator exceeds the end of the buffer for inference input 'INPUT0': malformed BYTES data, element of length 65535 at byte 0 runs past the end of the 86-byte buffer",
+      );
+    });
+
+    it('several malformed inputs: the first in the model configuration is named, whatever the request order', () => {
+      const bad = n(16);
+      bad.writeUInt32LE(0xffff, 0);
+      const two: ModelConfig = { ...cfg, input: [cfg.input![0]!, { ...cfg.input![0]!, name: 'INPUT1' }] };
+      const both = [input('INPUT1', [1, 16], bad, 'BYTES'), input('INPUT0', [1, 16], bad, 'BYTES')];
+      expect(validationError(request(both), two)).toMatch(/for inference input 'INPUT0': malformed BYTES data/);
     });
   });
 
-  it('an input or output given twice', () => {
-    expect(validationError(request([...good(), good()[0]!]), simpleConfig())).toBe(
-      "[request id: <id_unknown>] input 'INPUT0' is given more than once",
-    );
+  it("an input or output given twice: Triton's texts, checked first (inputs, then outputs), without the request id", () => {
+    expect(validationError(request([...good(), good()[0]!]), simpleConfig())).toBe("input 'INPUT0' already exists in request");
     expect(validationError(request(good(), { outputs: [{ name: 'OUTPUT0' }, { name: 'OUTPUT0' }] }), simpleConfig())).toBe(
-      "[request id: <id_unknown>] output 'OUTPUT0' is requested more than once",
+      "output 'OUTPUT0' already exists in request",
+    );
+    // Before the unknown-output check and before the input count.
+    expect(validationError(request([good()[0]!, good()[0]!], { outputs: [{ name: 'NOPE' }, { name: 'NOPE' }] }), simpleConfig())).toBe(
+      "input 'INPUT0' already exists in request",
+    );
+    expect(validationError(request(good(), { outputs: [{ name: 'NOPE' }, { name: 'NOPE' }] }), simpleConfig())).toBe(
+      "output 'NOPE' already exists in request",
     );
   });
 

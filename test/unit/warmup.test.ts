@@ -363,9 +363,7 @@ describe('errors name the model, the sample and the input', () => {
   it('rejects a missing file, naming its path', async () => {
     const dir = await modelDir('nofile');
     const msg = await warmupError(f32(sample(zero('INPUT0') + zero('INPUT1', '[ 16 ]', 'TYPE_FP32', 'input_data_file: "nope.bin"'))), dir);
-    expect(msg).toBe(
-      `${M}: input 'INPUT1': cannot read input_data_file 'nope.bin' (${path.join(dir, 'warmup', 'nope.bin')}): no such file`,
-    );
+    expect(msg).toBe(`${M}: input 'INPUT1': cannot read input_data_file 'nope.bin' (${path.basename(dir)}/warmup/nope.bin): no such file`);
   });
 
   it('rejects a file shorter than one sample', async () => {

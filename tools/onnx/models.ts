@@ -5,6 +5,8 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DataType, type ElemType, float, GraphBuilder, Prng, toFloat16Array } from './builder.js';
+import { buildCachedMlp } from './cached_model.js';
+import { buildRaggedSum } from './ragged_models.js';
 import { buildRunningSum, buildSimpleDynaSequence, buildSimpleSequence } from './sequence_models.js';
 import { renderConfig, type TritonDataType } from './triton_config.js';
 
@@ -274,6 +276,8 @@ export const MODELS: readonly ModelSpec[] = [
   { name: 'simple_sequence', build: buildSimpleSequence },
   { name: 'simple_dyna_sequence', build: buildSimpleDynaSequence },
   { name: 'running_sum', build: buildRunningSum },
+  { name: 'ragged_sum', build: buildRaggedSum },
+  { name: 'cached_mlp', build: buildCachedMlp },
 ];
 
 /** Writes <out>/<name>/config.pbtxt, <out>/<name>/1/model.onnx and extra files. Returns the paths written. */

@@ -43,6 +43,12 @@ if [[ ! -x "$PA" ]]; then
 fi
 mkdir -p "$LOG_DIR"
 rm -f "$LOG_DIR"/pa_*.log "$LOG_DIR"/pa_*.csv
+# A small response cache (32 KiB: about 14 responses of cached_mlp, the one model whose config
+# enables it; the others never use it), so the cache runs below can hold some inputs and not all.
+SERVAL_SERVER_ARGS="${SERVAL_SERVER_ARGS:-} --cache-config local,size=32768"
+# A server given by URL was started by someone else, perhaps without a cache: the cache checks only report.
+OWN_SERVER=1
+[[ -n "${SERVAL_URL_HTTP:-}" || -n "${SERVAL_URL_GRPC:-}" ]] && OWN_SERVER=""
 serval_ensure_server "$LOG_DIR" || exit 1
 EXTENSIONS="$(serval_extensions)"
 echo "run-perf-analyzer: $("$PA" --version 2>&1), server extensions: $(tr "\n" " " <<<"$EXTENSIONS")"
@@ -81,8 +87,9 @@ run() { # run NAME PROTOCOL ARGS...
     rc=$?
   fi
   # Every run must print its server-side section (the statistics API read before and after
-  # each window) with a queue/compute breakdown.
-  if ((rc == 0)) && ! grep -qE 'Avg request latency: .*queue .*compute infer' "$log"; then
+  # each window) with a queue/compute breakdown (cache hit/miss instead of compute for a model
+  # with the response cache enabled).
+  if ((rc == 0)) && ! grep -qE 'Avg request latency: .*queue .*(compute infer|cache hit/miss)' "$log"; then
     echo "   no server-side section in the output"
     rc=98
   fi
@@ -164,6 +171,53 @@ check_batched grpc_food_classifier_b16
 # Python postprocess): perf_analyzer reads the ensemble's config, then the statistics of the
 # ensemble and of each composing model, and prints the server-side times of each.
 run grpc_food_pipeline_b1_c4 grpc -m food_pipeline -b 1 --input-data "$FOOD_JSON" --concurrency-range 4
+# The response cache (docs/response_cache.md) on cached_mlp: 40 distinct inputs cycled through a
+# cache that holds about 14 (LRU: every request misses), one fixed input between distinct ones
+# (about half hit), and the fixed input 19 times in 20. check_cache_hits reads the hit and miss
+# counts perf_analyzer printed from the server's statistics.
+python3 - "$LOG_DIR" <<'PY'
+import base64, json, random, struct, sys
+rng = random.Random(7)
+vec = lambda: base64.b64encode(struct.pack("<512f", *(rng.gauss(0, 1) for _ in range(512)))).decode()
+fixed, uniq = vec(), [vec() for _ in range(40)]
+def write(name, seq):
+    json.dump({"data": [{"INPUT": {"b64": v}} for v in seq]}, open(f"{sys.argv[1]}/{name}.json", "w"))
+write("cache_hit0", uniq)
+write("cache_hit50", [v for u in uniq for v in (fixed, u)])
+write("cache_hit95", [v for u in uniq[:20] for v in [fixed] * 19 + [u]])
+PY
+check_cache_hits() { # check_cache_hits NAME: the server-side section counted cache hits (or, with "none", none)
+  local name="$1" log="$LOG_DIR/pa_$1.log" i found=""
+  for i in "${!NAMES[@]}"; do [[ "${NAMES[i]}" == "$name" ]] && found=1 && break; done
+  [[ -n "$found" && -f "$log" ]] || return 0 # filtered out
+  local hit miss
+  if [[ -z "$OWN_SERVER" ]]; then
+    echo "   cache: $(grep -m1 -E 'Cache hit count' "$log" | xargs), $(grep -m1 -E 'Cache miss count' "$log" | xargs) (server not started here: not checked)"
+    return 0
+  fi
+  hit="$(grep -m1 -oP 'Cache hit count: \K\d+' "$log")" miss="$(grep -m1 -oP 'Cache miss count: \K\d+' "$log")"
+  if [[ -z "$hit" || -z "$miss" ]]; then
+    echo "   FAILED: no cache hit/miss counts in the server-side section"
+    RCS[i]=96 FAILED=1
+  elif [[ "${2:-}" == none ]] && ((hit * 20 > hit + miss)); then
+    echo "   FAILED: expected (almost) no cache hits, got $hit hits and $miss misses"
+    RCS[i]=96 FAILED=1
+  elif [[ "${2:-}" != none ]] && ((hit == 0)); then
+    echo "   FAILED: no cache hits ($miss misses)"
+    RCS[i]=96 FAILED=1
+  else
+    echo "   cache: $hit hits, $miss misses ($((100 * hit / (hit + miss)))% hits)"
+  fi
+}
+run grpc_cached_mlp_hit100 grpc -m cached_mlp --concurrency-range 2
+check_cache_hits grpc_cached_mlp_hit100
+for pct in 0 50 95; do
+  run "grpc_cached_mlp_hit${pct}" grpc -m cached_mlp --input-data "$LOG_DIR/cache_hit${pct}.json" --concurrency-range 1
+  check_cache_hits "grpc_cached_mlp_hit${pct}" "$([[ $pct == 0 ]] && echo none)"
+done
+run http_cached_mlp_hit95 http -m cached_mlp --input-data "$LOG_DIR/cache_hit95.json" --concurrency-range 2
+check_cache_hits http_cached_mlp_hit95
+
 if grep -qx system_shared_memory <<<"$EXTENSIONS"; then
   # Inputs and outputs in system shared memory, the inputs from the JSON file. Its
   # validation_data is left out: perf_analyzer checks the outputs the response carries, and an

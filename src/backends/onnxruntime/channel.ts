@@ -44,11 +44,22 @@ export const STATUS_ERROR = 1;
 export const STATUS_WITHDRAWN = 2;
 /** The sender posted a new arena on the port before this command / reply. */
 export const FLAG_NEW_ARENA = 1;
+/** The worker posted this execution's outputs on the port (each tensor's offset is into its own buffer). */
+export const FLAG_OUTPUTS_TRANSFERRED = 2;
 
 const HEADER_DOUBLES = 8192;
 export const CONTROL_BYTES = CTRL_WORDS * 4 + HEADER_DOUBLES * 8;
 export const ALIGN = 64;
 export const INITIAL_ARENA = 1 << 16;
+/**
+ * Executions above this size skip the arenas where they can: the inputs are assembled into memory
+ * of the execution's own and transferred to the worker (ONNX Runtime cannot read a
+ * SharedArrayBuffer, so an arena costs the worker one more copy), and the outputs come back
+ * transferred as ONNX Runtime returned them. An arena that grew past it anyway serves one
+ * execution only: both sides drop it afterwards (the main thread keeps it as that execution's
+ * outputs and gives the slot a small one), so one large request does not pin its size for good.
+ */
+export const LARGE_ARENA = 16 << 20;
 
 export interface TensorDesc {
   /** Index into the session's input or output names. */

@@ -15,8 +15,10 @@ import {
   DONE,
   DOORBELL,
   FLAG_NEW_ARENA,
+  FLAG_OUTPUTS_TRANSFERRED,
   FLAGS,
   INITIAL_ARENA,
+  LARGE_ARENA,
   OP,
   OP_CLOSE,
   OP_EXEC,
@@ -72,6 +74,62 @@ interface Pending {
   reject: (e: Error) => void;
 }
 
+/** One worker thread and the shared memory it was started with; a restart makes a new one. */
+interface Link {
+  worker: Worker;
+  controls: Control[];
+  arenas: SharedArrayBuffer[];
+  port: MessagePort;
+}
+
+/** An execution accepted while the worker restarts: its inputs wait here, then go to the new worker. */
+interface Deferred {
+  bytes: Uint8Array;
+  layout: ExecLayout;
+  resolve: (r: ExecResult) => void;
+  reject: (e: Error) => void;
+  /** Set once it was handed to the new worker. */
+  execution?: Execution;
+}
+
+/** Starts one worker and waits for its session: the link and the model's signature. */
+function spawn(placement: InstancePlacement, settings: SessionSettings): Promise<{ link: Link; signature: ModelSignature }> {
+  return new Promise((resolve, reject) => {
+    const controls = Array.from({ length: SLOTS }, () => Control.create());
+    const arenas = Array.from({ length: SLOTS }, () => new SharedArrayBuffer(INITIAL_ARENA));
+    const { port1, port2 } = new MessageChannel();
+    const data: WorkerData = { settings, controls: controls.map((c) => c.sab), arenas, port: port2 };
+    const worker = new Worker(workerFile(), { workerData: data, transferList: [port2] });
+    const onEarly = (msg: FromWorker): void => {
+      cleanup();
+      if (msg.type === 'ready') resolve({ link: { worker, controls, arenas, port: port1 }, signature: msg.signature });
+      else {
+        port1.close();
+        void worker.terminate();
+        reject(ServalError.invalidArg(msg.message));
+      }
+    };
+    const onError = (e: Error): void => {
+      cleanup();
+      port1.close();
+      reject(ServalError.internal(`instance ${placement.name} failed to start: ${e.message}`));
+    };
+    const onExit = (code: number): void => {
+      cleanup();
+      port1.close();
+      reject(ServalError.internal(`instance ${placement.name} exited during start (code ${code})`));
+    };
+    const cleanup = (): void => {
+      worker.off('message', onEarly);
+      worker.off('error', onError);
+      worker.off('exit', onExit);
+    };
+    worker.on('message', onEarly);
+    worker.on('error', onError);
+    worker.on('exit', onExit);
+  });
+}
+
 export class OrtInstance implements ModelInstance {
   /** Executions it accepts at once: one running, the next waiting in the worker. */
   readonly capacity = SLOTS;
@@ -80,63 +138,169 @@ export class OrtInstance implements ModelInstance {
   /** Last sequence number submitted, and the last whose reply has been taken. */
   private submitted = 0;
   private consumed = 0;
+  /** Set once closed: nothing is accepted any more. */
   private dead: string | undefined;
-  private readonly arenaSent: boolean[] = new Array<boolean>(SLOTS).fill(false);
+  private arenaSent: boolean[] = new Array<boolean>(SLOTS).fill(false);
+  /** Outputs the worker transferred, by slot, until that slot's reply is taken (FLAG_OUTPUTS_TRANSFERRED). */
+  private readonly transferred: (ArrayBuffer[] | undefined)[] = [];
   private unnoticed = 0;
   private listening = false;
   private reserved = false;
   private readonly inputIndex: Map<string, number>;
   private readonly outputIndex: Map<string, number>;
+  private link!: Link;
+  private controls!: Control[];
+  private arenas!: SharedArrayBuffer[];
+  private port!: MessagePort;
+  /** Bumped with every new worker, so a wait on a dead worker's memory does nothing. */
+  private generation = 0;
+  /** The worker's last uncaught error, for the text of its exit. */
+  private lastError: string | undefined;
+  /** While a dead worker is being replaced. */
+  private restarting: Promise<void> | undefined;
+  /** Why the last restart failed; the next reservation tries again. */
+  private broken: string | undefined;
+  private deferred: Deferred[] = [];
+  onRestart?: () => void;
 
   private constructor(
     readonly placement: InstancePlacement,
-    private readonly worker: Worker,
+    private readonly settings: SessionSettings,
+    link: Link,
     readonly signature: ModelSignature,
-    private readonly controls: Control[],
-    private readonly arenas: SharedArrayBuffer[],
-    private readonly port: MessagePort,
   ) {
     this.inputIndex = new Map(signature.inputs.map((s, i) => [s.name, i]));
     this.outputIndex = new Map(signature.outputs.map((s, i) => [s.name, i]));
-    worker.on('error', (e) => this.fail(`instance ${placement.name} failed: ${e.message}`));
-    worker.on('exit', (code) => this.fail(`instance ${placement.name} exited (code ${code})`));
+    this.attach(link);
   }
 
-  static start(placement: InstancePlacement, settings: SessionSettings): Promise<OrtInstance> {
-    return new Promise((resolve, reject) => {
-      const controls = Array.from({ length: SLOTS }, () => Control.create());
-      const arenas = Array.from({ length: SLOTS }, () => new SharedArrayBuffer(INITIAL_ARENA));
-      const { port1, port2 } = new MessageChannel();
-      const data: WorkerData = { settings, controls: controls.map((c) => c.sab), arenas, port: port2 };
-      const worker = new Worker(workerFile(), { workerData: data, transferList: [port2] });
-      const onEarly = (msg: FromWorker): void => {
-        cleanup();
-        if (msg.type === 'ready') resolve(new OrtInstance(placement, worker, msg.signature, controls, arenas, port1));
-        else {
-          port1.close();
-          void worker.terminate();
-          reject(ServalError.invalidArg(msg.message));
-        }
-      };
-      const onError = (e: Error): void => {
-        cleanup();
-        port1.close();
-        reject(ServalError.internal(`instance ${placement.name} failed to start: ${e.message}`));
-      };
-      const onExit = (code: number): void => {
-        cleanup();
-        port1.close();
-        reject(ServalError.internal(`instance ${placement.name} exited during start (code ${code})`));
-      };
-      const cleanup = (): void => {
-        worker.off('message', onEarly);
-        worker.off('error', onError);
-        worker.off('exit', onExit);
-      };
-      worker.on('message', onEarly);
-      worker.on('error', onError);
-      worker.on('exit', onExit);
+  static async start(placement: InstancePlacement, settings: SessionSettings): Promise<OrtInstance> {
+    const { link, signature } = await spawn(placement, settings);
+    return new OrtInstance(placement, settings, link, signature);
+  }
+
+  /** Makes `link` the instance's worker, with fresh sequence numbers. */
+  private attach(link: Link): void {
+    this.link = link;
+    this.controls = link.controls;
+    this.arenas = link.arenas;
+    this.port = link.port;
+    this.submitted = 0;
+    this.consumed = 0;
+    this.unnoticed = 0;
+    this.listening = false;
+    this.arenaSent = new Array<boolean>(SLOTS).fill(false);
+    this.transferred.length = 0; // a dead worker's outputs
+    this.generation++;
+    this.lastError = undefined;
+    link.worker.on('error', (e) => {
+      if (link === this.link) this.lastError = e.message;
     });
+    link.worker.on('exit', (code) => this.workerExited(link, code));
+  }
+
+  /**
+   * The worker ended. Closing: expected. Otherwise it died (an uncaught error, an out-of-memory
+   * of its JS heap, the test hook): what it was running fails, and a new worker replaces it.
+   */
+  private workerExited(link: Link, code: number): void {
+    if (link !== this.link) return;
+    link.port.close();
+    if (this.dead) {
+      this.fail(this.dead);
+      return;
+    }
+    const why = this.lastError ?? `exit code ${code}`;
+    this.fail(`instance ${this.placement.name} stopped unexpectedly (${why}) while running this request; it is being restarted`);
+    this.restart(why);
+  }
+
+  private restart(why: string): void {
+    if (this.restarting) return;
+    this.broken = undefined;
+    this.restarting = spawn(this.placement, this.settings).then(
+      ({ link }) => {
+        this.restarting = undefined;
+        if (this.dead) {
+          void link.worker.terminate();
+          link.port.close();
+          this.flushDeferred();
+          return;
+        }
+        this.attach(link);
+        this.onRestart?.();
+        this.flushDeferred();
+      },
+      (e: unknown) => {
+        this.restarting = undefined;
+        this.broken = `instance ${this.placement.name} stopped (${why}) and could not be restarted: ${(e as Error).message}`;
+        this.flushDeferred();
+      },
+    );
+  }
+
+  /** Hands the executions accepted during a restart to the new worker, in order (or fails them). */
+  private flushDeferred(): void {
+    const list = this.deferred;
+    this.deferred = [];
+    for (const d of list) {
+      const down = this.dead ?? this.broken;
+      if (down) {
+        d.reject(ServalError.internal(down));
+        continue;
+      }
+      try {
+        const r = this.reserve(d.bytes.byteLength);
+        r.buffer.set(d.bytes);
+        d.execution = r.execute(d.layout);
+        d.execution.result.then(d.resolve, d.reject);
+      } catch (e) {
+        d.reject(e as Error);
+      }
+    }
+  }
+
+  /** A reservation while the worker restarts: the inputs wait in a buffer of their own. */
+  private deferredReservation(byteLength: number): Reservation {
+    if (this.deferred.length >= SLOTS) {
+      throw ServalError.internal(`instance ${this.placement.name} already has ${SLOTS} executions`);
+    }
+    this.reserved = true;
+    let open = true;
+    const close = (): void => {
+      if (!open) throw ServalError.internal(`a reservation of instance ${this.placement.name} was used twice`);
+      open = false;
+      this.reserved = false;
+    };
+    const bytes = new Uint8Array(byteLength);
+    return {
+      buffer: bytes,
+      execute: (layout) => {
+        close();
+        let d!: Deferred;
+        const result = new Promise<ExecResult>((resolve, reject) => {
+          d = { bytes, layout, resolve, reject };
+        });
+        this.deferred.push(d);
+        // The restart may have ended while the caller filled the buffer.
+        if (!this.restarting) this.flushDeferred();
+        return {
+          result,
+          held: true,
+          withdraw: () => {
+            if (d.execution) return d.execution.withdraw();
+            const i = this.deferred.indexOf(d);
+            if (i < 0) return false;
+            this.deferred.splice(i, 1);
+            d.reject(ServalError.cancelled('execution withdrawn before it started'));
+            return true;
+          },
+        };
+      },
+      release: () => {
+        if (open) close();
+      },
+    };
   }
 
   /**
@@ -146,16 +310,37 @@ export class OrtInstance implements ModelInstance {
   reserve(byteLength: number): Reservation {
     if (this.dead) throw ServalError.internal(this.dead);
     if (this.reserved) throw ServalError.internal(`instance ${this.placement.name} already has a reservation`);
+    if (this.broken) this.restart(this.broken);
+    if (this.restarting) return this.deferredReservation(byteLength);
     if (this.submitted - this.consumed >= SLOTS) {
       throw ServalError.internal(`instance ${this.placement.name} already has ${SLOTS} executions`);
     }
     const seq = this.submitted + 1;
     const slot = seq % SLOTS;
+    if (byteLength > LARGE_ARENA) return this.ownReservation(seq, byteLength);
     if (byteLength > this.arenas[slot]!.byteLength) {
       this.arenas[slot] = new SharedArrayBuffer(arenaSize(byteLength));
       this.port.postMessage({ slot, arena: this.arenas[slot] } satisfies ArenaMessage);
       this.arenaSent[slot] = true;
     }
+    return this.reservation(seq, new Uint8Array(this.arenas[slot]!, 0, byteLength), () => undefined);
+  }
+
+  /**
+   * A large execution's inputs go in memory of their own, transferred to the worker with the
+   * command (channel.ts LARGE_ARENA): no arena grows, and the worker reads them where they are.
+   */
+  private ownReservation(seq: number, byteLength: number): Reservation {
+    const own = new Uint8Array(byteLength);
+    return this.reservation(seq, own, () => {
+      const slot = seq % SLOTS;
+      this.port.postMessage({ slot, input: own.buffer } satisfies ArenaMessage, [own.buffer]);
+      this.arenaSent[slot] = true;
+    });
+  }
+
+  /** The one Reservation shape: used exactly once, by execute() (after `beforeSubmit`) or release(). */
+  private reservation(seq: number, buffer: Uint8Array, beforeSubmit: () => void): Reservation {
     this.reserved = true;
     let open = true;
     const close = (): void => {
@@ -164,9 +349,10 @@ export class OrtInstance implements ModelInstance {
       this.reserved = false;
     };
     return {
-      buffer: new Uint8Array(this.arenas[slot]!, 0, byteLength),
+      buffer,
       execute: (layout) => {
         close();
+        beforeSubmit();
         return this.submit(seq, layout);
       },
       release: () => {
@@ -226,7 +412,9 @@ export class OrtInstance implements ModelInstance {
       const wait = whenChanged(door, DONE, done);
       if (!wait) continue;
       this.listening = true;
+      const generation = this.generation;
       void wait.then(() => {
+        if (generation !== this.generation) return; // a dead worker's memory
         this.listening = false;
         this.takeReplies();
         this.listen();
@@ -237,12 +425,16 @@ export class OrtInstance implements ModelInstance {
   async close(): Promise<void> {
     if (this.dead) return;
     this.dead = `instance ${this.placement.name} is closed`;
-    const exited = new Promise<void>((r) => this.worker.once('exit', () => r()));
+    await this.restarting;
+    if (this.broken) return;
+    const worker = this.link.worker;
+    if (worker.threadId === -1) return; // it has exited: nothing to stop
+    const exited = new Promise<void>((r) => worker.once('exit', () => r()));
     const seq = ++this.submitted;
     Atomics.store(this.controls[seq % SLOTS]!.words, OP, OP_CLOSE);
     Atomics.store(this.controls[seq % SLOTS]!.words, REQ_SEQ, seq);
     this.ring(seq);
-    const timer = setTimeout(() => void this.worker.terminate(), 5000);
+    const timer = setTimeout(() => void worker.terminate(), 5000);
     await exited;
     clearTimeout(timer);
     this.port.close();
@@ -293,9 +485,22 @@ export class OrtInstance implements ModelInstance {
     const words = control.words;
     if (Atomics.load(words, FLAGS) & FLAG_NEW_ARENA) {
       for (let m = receiveMessageOnPort(this.port); m; m = receiveMessageOnPort(this.port)) {
-        const { slot: s, arena } = m.message as ArenaMessage;
-        this.arenas[s] = arena;
+        const msg = m.message as ArenaMessage;
+        if ('arena' in msg) this.arenas[msg.slot] = msg.arena;
+        else if ('outputs' in msg) this.transferred[msg.slot] = msg.outputs;
       }
+    }
+    const moved = Atomics.load(words, FLAGS) & FLAG_OUTPUTS_TRANSFERRED ? this.transferred[slot] : undefined;
+    this.transferred[slot] = undefined;
+    // A large arena serves one execution (whatever its outcome; the worker drops it too): its
+    // outputs stay views into it (no copy) and the slot starts over with a small one, so one big
+    // request leaves no big memory behind.
+    const arena = this.arenas[slot]!;
+    const large = arena.byteLength > LARGE_ARENA;
+    if (large) {
+      this.arenas[slot] = new SharedArrayBuffer(INITIAL_ARENA);
+      this.port.postMessage({ slot, arena: this.arenas[slot] } satisfies ArenaMessage);
+      this.arenaSent[slot] = true;
     }
     const status = Atomics.load(words, STATUS);
     if (status === STATUS_WITHDRAWN) {
@@ -307,14 +512,23 @@ export class OrtInstance implements ModelInstance {
       return;
     }
     const reply = control.readReply();
-    const bytes = new Uint8Array(this.arenas[slot]!);
+    const bytes = new Uint8Array(arena);
+    if (moved && moved.length !== reply.outputs.length) {
+      p.reject(ServalError.internal(`the worker sent ${moved.length} output buffers for ${reply.outputs.length} outputs`));
+      return;
+    }
     p.resolve({
-      // One bulk copy per output out of the arena, which a later execution reuses.
-      outputs: reply.outputs.map((o) => ({
+      // Transferred outputs and a one-off arena's are used where they are; others get one bulk
+      // copy out of the arena, which a later execution reuses.
+      outputs: reply.outputs.map((o, i) => ({
         name: this.signature.outputs[o.index]!.name,
         datatype: o.datatype,
         dims: o.dims,
-        data: bytes.slice(o.offset, o.offset + o.byteLength),
+        data: moved
+          ? new Uint8Array(moved[i]!, o.offset, o.byteLength)
+          : large
+            ? bytes.subarray(o.offset, o.offset + o.byteLength)
+            : bytes.slice(o.offset, o.offset + o.byteLength),
       })),
       computeStartNs: BigInt(reply.startNs),
       computeInputNs: reply.computeInputNs,
@@ -324,7 +538,6 @@ export class OrtInstance implements ModelInstance {
   }
 
   private fail(reason: string): void {
-    if (!this.dead) this.dead = reason;
     const all = [...this.pending.values()];
     this.pending.clear();
     for (const p of all) p.reject(ServalError.internal(reason));

@@ -47,8 +47,8 @@ export function probeDevices(): DeviceEnvironment {
 }
 
 /**
- * Triton's normalisation of `instance_group`: no groups means one KIND_AUTO group; each group
- * gets a name (`<model>_<index>`) and a count (1); KIND_AUTO becomes KIND_GPU when a usable
+ * Triton's normalisation of `instance_group`: no groups means one KIND_AUTO group named `<model>`;
+ * each other group gets a name (`<model>_<index>`) and a count (1); KIND_AUTO becomes KIND_GPU when a usable
  * GPU exists, else KIND_CPU. The result is what the model's /config reports.
  */
 export function normalizeInstanceGroups(
@@ -56,7 +56,8 @@ export function normalizeInstanceGroups(
   groups: ModelInstanceGroup[] | undefined,
   env: DeviceEnvironment,
 ): ModelInstanceGroup[] {
-  const list: ModelInstanceGroup[] = groups?.length ? groups : [{ kind: 'KIND_AUTO' }];
+  // The group Triton adds to a config without one is named after the model itself.
+  const list: ModelInstanceGroup[] = groups?.length ? groups : [{ name: modelName, kind: 'KIND_AUTO' }];
   const gpuUsable = env.gpus.length > 0 && env.cudaProvider;
   return list.map((g, gi) => {
     const kind = (g.kind ?? 'KIND_AUTO') === 'KIND_AUTO' ? (gpuUsable ? 'KIND_GPU' : 'KIND_CPU') : (g.kind ?? 'KIND_AUTO');

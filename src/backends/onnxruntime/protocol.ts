@@ -21,8 +21,12 @@ export interface WorkerData {
 
 export type FromWorker = { type: 'ready'; signature: ModelSignature } | { type: 'init-error'; message: string };
 
-/** Posted on the arena port by whichever side grew the arena. */
-export interface ArenaMessage {
-  slot: number;
-  arena: SharedArrayBuffer;
-}
+/**
+ * Posted on the arena port: a grown arena (by whichever side grew it); a large execution's own
+ * input memory (main thread → worker) or its outputs (worker → main thread), both transferred,
+ * not copied (channel.ts LARGE_ARENA).
+ */
+export type ArenaMessage =
+  | { slot: number; arena: SharedArrayBuffer }
+  | { slot: number; input: ArrayBuffer }
+  | { slot: number; outputs: ArrayBuffer[] };

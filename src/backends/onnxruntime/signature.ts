@@ -153,20 +153,23 @@ export function parseOnnxSignature(buf: Uint8Array): ModelSignature {
   return { inputs: inputs.filter((i) => !initializers.has(i.name)), outputs };
 }
 
-export async function readOnnxSignature(modelPath: string): Promise<ModelSignature> {
+/** The model file's signature; `shown` is its name in error texts (repository-relative, not absolute). */
+export async function readOnnxSignature(modelPath: string, shown = modelPath): Promise<ModelSignature> {
   let buf: Buffer;
   try {
     buf = await readFile(modelPath);
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     throw ServalError.invalidArg(
-      code === 'ENOENT' ? `model file ${modelPath} does not exist` : `cannot read model file ${modelPath}: ${(e as Error).message}`,
+      code === 'ENOENT' || code === 'ENOTDIR'
+        ? `model file ${shown} does not exist`
+        : `cannot read model file ${shown}: ${code ?? 'error'}`,
     );
   }
   try {
     return parseOnnxSignature(buf);
   } catch (e) {
     if (!(e instanceof Malformed)) throw e;
-    throw ServalError.invalidArg(`${modelPath} is not a valid ONNX model: ${e.message}`);
+    throw ServalError.invalidArg(`${shown} is not a valid ONNX model: ${e.message}`);
   }
 }

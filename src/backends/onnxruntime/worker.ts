@@ -1,9 +1,11 @@
 // One model instance: a worker thread owning one ONNX Runtime session. session.run blocks the
 // thread that calls it, so it must never run on the main thread. Commands and tensors arrive
 // through shared memory (channel.ts); between commands the thread sleeps in Atomics.wait.
+import { readFileSync, unlinkSync } from 'node:fs';
+import path from 'node:path';
 import { parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
 import ort from 'onnxruntime-node';
-import { type DataType, fromOrtType, joinBytes, splitBytes, typedView } from '../../kernel/datatypes.js';
+import { bytesToStrings, type DataType, fromOrtType, joinBytes, typedView } from '../../kernel/datatypes.js';
 import {
   alignUp,
   arenaSize,
@@ -12,7 +14,9 @@ import {
   DOORBELL,
   type ExecCommand,
   FLAG_NEW_ARENA,
+  FLAG_OUTPUTS_TRANSFERRED,
   FLAGS,
+  LARGE_ARENA,
   OP,
   OP_CLOSE,
   OP_EXEC,
@@ -35,11 +39,35 @@ const arenas = [...data.arenas];
 /** The arena of the command being run. */
 let arena = arenas[0]!;
 
-/** Takes every replacement arena the main thread has posted. */
+/** A large execution's own input memory, by slot, transferred by the main thread instead of an arena. */
+const ownInputs: (ArrayBuffer | undefined)[] = [];
+
+/** Takes every replacement arena (and large execution's inputs) the main thread has posted. */
 function takeArenas(): void {
   for (let m = receiveMessageOnPort(data.port); m; m = receiveMessageOnPort(data.port)) {
-    const { slot, arena: a } = m.message as ArenaMessage;
-    arenas[slot] = a;
+    const msg = m.message as ArenaMessage;
+    if ('arena' in msg) arenas[msg.slot] = msg.arena;
+    else if ('input' in msg) ownInputs[msg.slot] = msg.input;
+  }
+}
+
+/**
+ * Test hook for crash recovery (tests and tools/soak only; no request can reach it): with
+ * SERVAL_TEST_KILL_WORKER_FILE set in the server's environment, a worker about to run an execution
+ * checks that file; when it holds this model's name, the worker removes the file and exits at once,
+ * as a worker that died would.
+ */
+const killFile = process.env.SERVAL_TEST_KILL_WORKER_FILE;
+const modelName = path.basename(path.dirname(path.dirname(settings.modelPath)));
+
+function killRequested(): boolean {
+  if (!killFile) return false;
+  try {
+    if (readFileSync(killFile, 'utf8').trim() !== modelName) return false;
+    unlinkSync(killFile); // only one worker takes it
+    return true;
+  } catch {
+    return false;
   }
 }
 
@@ -53,18 +81,23 @@ function post(msg: FromWorker): void {
  */
 let scratch = new ArrayBuffer(0);
 
-function toTensors(session: ort.InferenceSession, inputs: TensorDesc[]): Record<string, ort.Tensor> {
-  // The slots keep their arena offsets: one copy of the used range serves every input.
-  let used = 0;
-  for (const t of inputs) used = Math.max(used, t.offset + t.byteLength);
-  if (used > scratch.byteLength) scratch = new ArrayBuffer(arenaSize(used));
-  new Uint8Array(scratch, 0, used).set(new Uint8Array(arena, 0, used));
+function toTensors(session: ort.InferenceSession, inputs: TensorDesc[], own: ArrayBuffer | undefined): Record<string, ort.Tensor> {
+  // Inputs of their own are read where they are; else the slots keep their arena offsets and one
+  // copy of the used range serves every input.
+  let source = own;
+  if (!source) {
+    let used = 0;
+    for (const t of inputs) used = Math.max(used, t.offset + t.byteLength);
+    if (used > scratch.byteLength) scratch = new ArrayBuffer(arenaSize(used));
+    new Uint8Array(scratch, 0, used).set(new Uint8Array(arena, 0, used));
+    source = scratch;
+  }
   const feeds: Record<string, ort.Tensor> = {};
   for (const t of inputs) {
     const name = session.inputNames[t.index]!;
-    const bytes = new Uint8Array(scratch, t.offset, t.byteLength);
+    const bytes = new Uint8Array(source, t.offset, t.byteLength);
     if (t.datatype === 'BYTES') {
-      const strings = splitBytes(bytes, name).map((b) => Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('utf8'));
+      const strings = bytesToStrings(bytes, name);
       feeds[name] = new ort.Tensor('string', strings, t.dims);
     } else {
       feeds[name] = new ort.Tensor(ortType(t.datatype), typedView(t.datatype, bytes) as never, t.dims);
@@ -101,6 +134,10 @@ function placeOutputs(slot: number, names: string[], fetched: ort.InferenceSessi
   const parts = names.map((n) => ({ name: n, ...bytesOf(n, fetched[n]!), dims: [...fetched[n]!.dims] }));
   let need = 0;
   for (const p of parts) need = alignUp(need) + p.bytes.byteLength;
+  if (need > LARGE_ARENA) {
+    const moved = transferOutputs(slot, parts, indexes);
+    if (moved) return moved;
+  }
   if (need > arena.byteLength) {
     arena = arenas[slot] = new SharedArrayBuffer(arenaSize(need));
     data.port.postMessage({ slot, arena } satisfies ArenaMessage);
@@ -117,9 +154,40 @@ function placeOutputs(slot: number, names: string[], fetched: ort.InferenceSessi
   });
 }
 
+/**
+ * Hands large outputs to the main thread as they are (transferred, no copy into the arena), when
+ * each owns its memory alone; undefined when they cannot go that way.
+ */
+function transferOutputs(
+  slot: number,
+  parts: { datatype: DataType; bytes: Uint8Array; dims: number[] }[],
+  indexes: number[],
+): TensorDesc[] | undefined {
+  const buffers = parts.map((p) => p.bytes.buffer);
+  const alone = parts.every((p) => p.bytes.buffer instanceof ArrayBuffer && p.bytes.byteLength === p.bytes.buffer.byteLength);
+  if (!alone || new Set(buffers).size !== buffers.length) return undefined;
+  // Described before the transfer, which leaves these views empty.
+  const descs = parts.map((p, i) => ({
+    index: indexes[i]!,
+    datatype: p.datatype,
+    dims: p.dims,
+    offset: 0,
+    byteLength: p.bytes.byteLength,
+  }));
+  try {
+    data.port.postMessage({ slot, outputs: buffers as ArrayBuffer[] } satisfies ArenaMessage, buffers as ArrayBuffer[]);
+  } catch {
+    return undefined; // not transferable (memory onnxruntime keeps): copied into the arena instead
+  }
+  Atomics.or(controls[slot]!.words, FLAGS, FLAG_NEW_ARENA | FLAG_OUTPUTS_TRANSFERRED);
+  return descs;
+}
+
 async function exec(session: ort.InferenceSession, slot: number, cmd: ExecCommand): Promise<void> {
   const t0 = process.hrtime.bigint();
-  const feeds = toTensors(session, cmd.inputs);
+  const own = ownInputs[slot];
+  ownInputs[slot] = undefined;
+  const feeds = toTensors(session, cmd.inputs, own);
   const names = cmd.outputs.map((i) => session.outputNames[i]!);
   const t1 = process.hrtime.bigint();
   const fetched = await session.run(feeds, names);
@@ -171,6 +239,7 @@ async function main(): Promise<void> {
       // Withdrawn by the main thread before it started (its request was cancelled).
       Atomics.store(words, STATUS, STATUS_WITHDRAWN);
     } else {
+      if (killRequested()) process.exit(70); // ends this thread only
       try {
         await exec(session, slot, control.readCommand());
         Atomics.store(words, STATUS, STATUS_OK);
@@ -179,6 +248,11 @@ async function main(): Promise<void> {
         Atomics.store(words, STATUS, STATUS_ERROR);
       }
     }
+    // The main thread keeps a large arena as the outputs and sends a small one for the slot's
+    // next command; dropping ours (and a large input copy) lets the memory go once they are answered.
+    if (arena.byteLength > LARGE_ARENA) arena = arenas[slot] = new SharedArrayBuffer(0);
+    ownInputs[slot] = undefined; // a withdrawn command's
+    if (scratch.byteLength > LARGE_ARENA) scratch = new ArrayBuffer(0);
     Atomics.store(words, REP_SEQ, next);
     Atomics.store(door, DONE, next);
     Atomics.notify(door, DONE);

@@ -5,6 +5,7 @@
 // outputs are what its config declares (or what its auto_complete_config adds).
 import { existsSync } from 'node:fs';
 import path from 'node:path';
+import { displayPath } from '../../kernel/confine.js';
 import { ServalError } from '../../kernel/errors.js';
 import type { Logger } from '../../kernel/log.js';
 import type { Backend } from '../backend.js';
@@ -36,7 +37,9 @@ export function pythonBackend(opts: PythonBackendOptions): Backend<PythonSetting
     defaultModelFilename: 'model.py',
     async readSignature(files) {
       if (!existsSync(files.modelPath)) {
-        throw ServalError.invalidArg(`model '${path.basename(files.modelDir)}': the Python model file ${files.modelPath} does not exist`);
+        throw ServalError.invalidArg(
+          `model '${path.basename(files.modelDir)}': the Python model file ${displayPath(files.modelDir, files.modelPath)} does not exist`,
+        );
       }
       // A Python model's inputs and outputs are its config's.
       return undefined;

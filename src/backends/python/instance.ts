@@ -11,6 +11,7 @@
 // server (InstanceHost.infer, the target model's checks and scheduler) and its outputs go into the
 // "to stub" file after the execution's inputs, the answer to `bls_done`.
 import type { InstancePlacement } from '../../config/resolved.js';
+import { scrubPaths } from '../../kernel/confine.js';
 import { isDataType } from '../../kernel/datatypes.js';
 import { asServalError, type ErrorCode, ServalError } from '../../kernel/errors.js';
 import type { Logger } from '../../kernel/log.js';
@@ -78,6 +79,7 @@ function describeExit(e: StubExit): string {
 export class PythonInstance implements ModelInstance {
   /** The stub runs one execute() at a time; batches wait in the scheduler, where they can form. */
   readonly capacity = 1;
+  onRestart?: () => void;
   private stub: StubProcess | undefined;
   private restarting: Promise<StubProcess> | undefined;
   private running: Running | undefined;
@@ -123,7 +125,10 @@ export class PythonInstance implements ModelInstance {
   }
 
   private failure(message: string): ServalError {
-    return ServalError.internal(`Failed to process the request(s) for model instance '${this.name}', message: ${message}`);
+    // A traceback names model.py by its absolute path: clients see it repository-relative.
+    const dir = this.opts.args.model_repository;
+    const text = dir ? scrubPaths(message, dir) : message;
+    return ServalError.internal(`Failed to process the request(s) for model instance '${this.name}', message: ${text}`);
   }
 
   /** Starts a stub and runs the model's initialize(); rejects with what went wrong. */
@@ -209,6 +214,7 @@ export class PythonInstance implements ModelInstance {
           throw ServalError.unavailable(`instance ${this.name} is closed`);
         }
         this.stub = s;
+        this.onRestart?.();
         this.opts.log.info('Python stub restarted', { model: this.opts.args.model_name, instance: this.name, pid: s.pid });
         return s;
       },

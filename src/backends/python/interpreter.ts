@@ -9,6 +9,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { confinedPathSync } from '../../kernel/confine.js';
 import { ServalError } from '../../kernel/errors.js';
 import { projectRoot } from '../../kernel/paths.js';
 
@@ -22,16 +23,22 @@ export function defaultInterpreter(configured: string | undefined): string {
 }
 
 /** The interpreter inside an environment folder (a venv or an unpacked conda environment). */
-function inEnvironment(dir: string, model: string): string {
+function inEnvironment(dir: string, shown: string, model: string): string {
   for (const name of ['python3', 'python']) {
     const p = path.join(dir, 'bin', name);
     if (existsSync(p)) return p;
   }
-  throw ServalError.invalidArg(`model '${model}': ${EXECUTION_ENV_PATH} '${dir}' has no bin/python3`);
+  throw ServalError.invalidArg(`model '${model}': ${EXECUTION_ENV_PATH} '${shown}' has no bin/python3`);
+}
+
+/** tar's complaint without the command line (which holds server paths). */
+function tarReason(e: unknown): string {
+  const err = (e as { stderr?: Buffer }).stderr?.toString().trim().split('\n')[0];
+  return err ? `: ${err.replace(/^tar: [^:]*: /, '')}` : '';
 }
 
 /** A conda-pack archive, unpacked once per archive and modification time into the temp folder. */
-function unpacked(archive: string, model: string): string {
+function unpacked(archive: string, shown: string, model: string): string {
   const stamp = `${archive}:${statSync(archive).mtimeMs}`;
   const dir = path.join(os.tmpdir(), 'serval-python-envs', createHash('sha256').update(stamp).digest('hex').slice(0, 16));
   if (existsSync(dir)) return dir;
@@ -44,19 +51,23 @@ function unpacked(archive: string, model: string): string {
   } catch (e) {
     rmSync(partial, { recursive: true, force: true });
     if (existsSync(dir)) return dir; // another load unpacked it meanwhile
-    throw ServalError.invalidArg(`model '${model}': cannot unpack ${EXECUTION_ENV_PATH} '${archive}': ${(e as Error).message}`);
+    throw ServalError.invalidArg(`model '${model}': cannot unpack ${EXECUTION_ENV_PATH} '${shown}'${tarReason(e)}`);
   }
   return dir;
 }
 
-/** The interpreter a model's stub runs with. */
+/**
+ * The interpreter a model's stub runs with. The environment must lie inside the model's folder
+ * (after symlinks): a config can come from a client's load request, and an environment is run.
+ */
 export function modelInterpreter(envPath: string | undefined, modelDir: string, model: string, configured: string | undefined): string {
   if (!envPath) return defaultInterpreter(configured);
-  const resolved = path.resolve(modelDir, envPath.replaceAll('$$TRITON_MODEL_DIRECTORY', modelDir));
-  if (!existsSync(resolved)) throw ServalError.invalidArg(`model '${model}': ${EXECUTION_ENV_PATH} '${resolved}' does not exist`);
-  if (/\.(tar\.gz|tgz)$/.test(resolved)) return inEnvironment(unpacked(resolved, model), model);
-  if (statSync(resolved).isDirectory()) return inEnvironment(resolved, model);
-  throw ServalError.invalidArg(`model '${model}': ${EXECUTION_ENV_PATH} '${resolved}' is neither a folder nor a .tar.gz archive`);
+  const relative = envPath.replaceAll('$$TRITON_MODEL_DIRECTORY', '.');
+  const resolved = confinedPathSync(modelDir, '', { model, field: `parameter ${EXECUTION_ENV_PATH}`, value: relative });
+  if (!existsSync(resolved)) throw ServalError.invalidArg(`model '${model}': ${EXECUTION_ENV_PATH} '${envPath}' does not exist`);
+  if (/\.(tar\.gz|tgz)$/.test(resolved)) return inEnvironment(unpacked(resolved, envPath, model), envPath, model);
+  if (statSync(resolved).isDirectory()) return inEnvironment(resolved, envPath, model);
+  throw ServalError.invalidArg(`model '${model}': ${EXECUTION_ENV_PATH} '${envPath}' is neither a folder nor a .tar.gz archive`);
 }
 
 const HOW_TO_CHOOSE =

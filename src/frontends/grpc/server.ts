@@ -2,6 +2,7 @@
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import type { CoreApi } from '../../core/api.js';
+import type { ByteBudget } from '../../kernel/byte_budget.js';
 import { Cancellation } from '../../kernel/cancel.js';
 import { asServalError, grpcStatus, ServalError } from '../../kernel/errors.js';
 import type { Logger } from '../../kernel/log.js';
@@ -26,6 +27,8 @@ import { decodeGrpcInfer, encodeGrpcInfer } from './infer_codec.js';
 import { sharedMemoryHandlers } from './shared_memory.js';
 import { streamInfer } from './stream.js';
 import { grpcInferTrace, grpcTraceSending, traceLoggingHandlers } from './trace_logging.js';
+
+const EMPTY = new Uint8Array(0);
 
 // Triton accepts messages up to 2 GiB; grpc-js defaults to 4 MiB.
 const MAX_MESSAGE = 2 ** 31 - 1;
@@ -90,10 +93,10 @@ export async function startGrpcServer(
   log: Logger,
   host: string,
   port: number,
-  opts: { restrictions?: Restrictions } = {},
+  opts: { restrictions?: Restrictions; budget?: ByteBudget } = {},
 ): Promise<GrpcServer> {
   const unary = unaryWith(log);
-  const streams = streamInfer(core, log);
+  const streams = streamInfer(core, log, opts.budget);
   const pkg = loadDefinitions();
   const server = new grpc.Server({
     'grpc.max_receive_message_length': MAX_MESSAGE,
@@ -125,15 +128,23 @@ export async function startGrpcServer(
     ...sharedMemoryHandlers(core, unary),
     ...traceLoggingHandlers(core, unary),
     ModelInfer: unary(async (r: ModelInferRequest__Output, call) => {
+      // grpc-js has buffered the message by now: the budget refuses holding it any longer.
+      let held = 0;
+      for (const raw of r.raw_input_contents ?? []) held += raw.byteLength;
+      const ticket = opts.budget?.admit(held);
       const trace = grpcInferTrace(core, r.model_name);
       try {
         const req = decodeGrpcInfer(r);
         const cancellation = new Cancellation();
         call.once('cancelled', () => cancellation.cancel());
         req.cancellation = cancellation;
-        if (!trace) return encodeGrpcInfer(await core.infer(req));
-        req.trace = trace;
+        if (trace) req.trace = trace;
         const res = await core.infer(req);
+        // Answered: the request's tensors (views of the received message) are let go before the
+        // response is encoded, so a large request's memory can be freed meanwhile.
+        r.raw_input_contents = [];
+        for (const inp of req.inputs) inp.data = EMPTY;
+        if (!trace) return encodeGrpcInfer(res);
         trace.stamp('INFER_RESPONSE_COMPLETE', process.hrtime.bigint());
         const encoded = encodeGrpcInfer(res);
         grpcTraceSending(trace);
@@ -141,6 +152,8 @@ export async function startGrpcServer(
       } catch (e) {
         trace?.end();
         throw e;
+      } finally {
+        ticket?.release();
       }
     }),
   } satisfies Partial<GRPCInferenceServiceHandlers>);

@@ -4,6 +4,7 @@
 // core.infer (scheduler, dynamic batcher), several in flight at once.
 import type * as grpc from '@grpc/grpc-js';
 import type { CoreApi } from '../../core/api.js';
+import type { BudgetTicket, ByteBudget } from '../../kernel/byte_budget.js';
 import { Cancellation } from '../../kernel/cancel.js';
 import { asServalError, ServalError } from '../../kernel/errors.js';
 import type { Logger } from '../../kernel/log.js';
@@ -101,6 +102,7 @@ class InferStream {
     private readonly core: CoreApi,
     private readonly log: Logger,
     private readonly onClosed: (s: InferStream) => void,
+    private readonly budget?: ByteBudget,
   ) {
     call.on('data', (msg: ModelInferRequest__Output) => this.onRequest(msg));
     // Half-close: answer what is in flight, then end the stream.
@@ -131,6 +133,16 @@ class InferStream {
       return;
     }
     const { req } = decoded;
+    // Each request of the stream holds its tensors' bytes against the in-flight budget until answered.
+    let ticket: BudgetTicket | undefined;
+    try {
+      let held = 0;
+      for (const raw of msg.raw_input_contents ?? []) held += raw.byteLength;
+      ticket = this.budget?.admit(held);
+    } catch (e) {
+      sink.error(e);
+      return;
+    }
     const cancellation = new Cancellation();
     req.cancellation = cancellation;
     if (trace) req.trace = trace;
@@ -139,6 +151,7 @@ class InferStream {
       result = this.core.infer(req);
     } catch (e) {
       // A CoreApi may throw rather than reject; either way it is this request's answer.
+      ticket?.release();
       sink.error(e);
       return;
     }
@@ -146,10 +159,12 @@ class InferStream {
     result.then(
       (res) => {
         this.inflight.delete(cancellation);
+        ticket?.release();
         sink.response(res, true);
       },
       (e: unknown) => {
         this.inflight.delete(cancellation);
+        ticket?.release();
         sink.error(e);
       },
     );
@@ -219,12 +234,12 @@ class InferStream {
   }
 }
 
-export function streamInfer(core: CoreApi, log: Logger): StreamInfer {
+export function streamInfer(core: CoreApi, log: Logger, budget?: ByteBudget): StreamInfer {
   const open = new Set<InferStream>();
   let draining = false;
   return {
     handler: (call) => {
-      const s = new InferStream(call, core, log, (closed) => open.delete(closed));
+      const s = new InferStream(call, core, log, (closed) => open.delete(closed), budget);
       open.add(s);
       if (draining) s.drain();
     },

@@ -5,6 +5,7 @@ import { constants as bufferConstants } from 'node:buffer';
 import type { IncomingHttpHeaders } from 'node:http';
 import { promisify } from 'node:util';
 import zlib from 'node:zlib';
+import type { BudgetTicket } from '../../kernel/byte_budget.js';
 import { ServalError } from '../../kernel/errors.js';
 
 const gunzip = promisify(zlib.gunzip);
@@ -27,8 +28,11 @@ function tooLarge(headers: IncomingHttpHeaders, size: number, limit: number): Se
 }
 
 /**
- * Reads a request body into one Buffer. An oversized body is still read to its end (and
- * discarded) before the error goes out: a client that is still sending would otherwise see a
+ * Reads a request body into one Buffer: straight into a buffer of Content-Length bytes when the
+ * header gives it (no list of chunks to join: the body is held once), else collected and joined.
+ * An oversized body — or one the in-flight byte budget refuses (`budget`: admits the body's
+ * bytes, before any is kept when Content-Length gives them) — is still read to its end, and
+ * discarded, before the error goes out: a client that is still sending would otherwise see a
  * broken pipe instead of the error. Past a generous cap the connection is dropped.
  */
 export function readBody(
@@ -36,27 +40,62 @@ export function readBody(
   headers: IncomingHttpHeaders,
   limit: number,
   done: (err: Error | null, body?: Buffer) => void,
+  budget?: (bytes: number) => BudgetTicket,
 ): void {
-  const chunks: Buffer[] = [];
+  const declared = headers['content-length'] === undefined ? Number.NaN : Number(headers['content-length']);
+  const known = Number.isSafeInteger(declared) && declared >= 0 && declared <= limit;
+  let refused: Error | undefined;
+  let ticket: BudgetTicket | undefined;
+  try {
+    ticket = budget?.(known ? declared : 0);
+  } catch (e) {
+    refused = e as Error;
+  }
+  let whole = known && !refused ? Buffer.allocUnsafe(declared) : undefined;
+  let chunks: Buffer[] | undefined = whole || refused ? undefined : [];
   let size = 0;
   let finished = false;
   const finish = (err: Error | null, body?: Buffer): void => {
     if (finished) return;
     finished = true;
+    if (err) ticket?.release();
     done(err, body);
   };
+  const discard = (): void => {
+    whole = undefined;
+    chunks = undefined;
+  };
   stream.on('data', (chunk: Buffer) => {
+    const start = size;
     size += chunk.byteLength;
-    if (size <= limit) chunks.push(chunk);
-    else if (chunks.length) chunks.length = 0;
+    if (size > limit) discard();
+    else if (whole) {
+      if (size <= whole.byteLength) chunk.copy(whole, start);
+      else {
+        // More than Content-Length said (the HTTP parser does not allow it): keep it anyway.
+        chunks = [whole.subarray(0, start), chunk];
+        whole = undefined;
+      }
+    } else if (chunks) {
+      try {
+        ticket?.grow(chunk.byteLength);
+        chunks.push(chunk);
+      } catch (e) {
+        refused = e as Error;
+        discard();
+      }
+    }
     if (size > 4 * limit + 64 * 1024 * 1024) {
       stream.destroy();
       finish(tooLarge(headers, size, limit));
     }
   });
-  stream.on('end', () =>
-    finish(size > limit ? tooLarge(headers, size, limit) : null, size > limit ? undefined : Buffer.concat(chunks, size)),
-  );
+  stream.on('end', () => {
+    if (size > limit) return finish(tooLarge(headers, size, limit));
+    if (refused) return finish(refused);
+    if (whole) return finish(null, size === whole.byteLength ? whole : whole.subarray(0, size));
+    finish(null, Buffer.concat(chunks ?? [], size));
+  });
   stream.on('error', (e: Error) => finish(Object.assign(e, { statusCode: 400 })));
 }
 

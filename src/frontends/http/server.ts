@@ -1,8 +1,10 @@
 // The KServe v2 REST front-end (fastify). Thin: decode, call the core, encode.
+import { Readable } from 'node:stream';
 import { promisify } from 'node:util';
 import zlib from 'node:zlib';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { CoreApi } from '../../core/api.js';
+import type { BudgetTicket, ByteBudget } from '../../kernel/byte_budget.js';
 import { Cancellation } from '../../kernel/cancel.js';
 import { httpStatus, ServalError } from '../../kernel/errors.js';
 import { encodeJson } from '../../kernel/json.js';
@@ -23,7 +25,13 @@ export interface HttpOptions {
   restrictions?: Restrictions;
   /** The live dashboard at GET /dashboard (--allow-dashboard; default true). */
   dashboard?: boolean;
+  /** The in-flight byte budget (--max-inflight-bytes) request bodies are admitted against. */
+  budget?: ByteBudget;
 }
+
+/** Responses at least this big go out as their chunks (JSON header, tensors) instead of one joined copy. */
+const STREAM_RESPONSE_BYTES = 1 << 20;
+const EMPTY = new Uint8Array(0);
 
 type ModelParams = { model: string; version?: string };
 
@@ -55,7 +63,24 @@ export function buildHttpServer(core: CoreApi, log: Logger, opts: HttpOptions): 
 
   // Bodies are parsed by the routes themselves (binary extension, compression).
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', (req, payload, done) => readBody(payload, req.headers, opts.maxInputSize, done));
+  // A body holds its bytes against the budget from admission until its response is sent or
+  // the connection closes.
+  const budget = opts.budget;
+  const tickets = new WeakMap<object, BudgetTicket>();
+  if (budget) {
+    app.addHook('onRequest', (req, reply, done) => {
+      reply.raw.once('close', () => tickets.get(req.raw)?.release());
+      done();
+    });
+  }
+  const admit = (req: FastifyRequest) =>
+    budget &&
+    ((bytes: number): BudgetTicket => {
+      const ticket = budget.admit(bytes);
+      tickets.set(req.raw, ticket);
+      return ticket;
+    });
+  app.addContentTypeParser('*', (req, payload, done) => readBody(payload, req.headers, opts.maxInputSize, done, admit(req)));
 
   // The one error path: routes throw; ServalErrors map through the status table, fastify's own
   // errors (body too large, aborted upload) keep their status, anything else is a 500. Server
@@ -138,6 +163,11 @@ export function buildHttpServer(core: CoreApi, log: Logger, opts: HttpOptions): 
   };
   app.post('/v2/repository/index', async (req, reply) => {
     const doc = await jsonBody(req);
+    // Triton's text (its JSON accessor's); Triton answers 500, Serval 400: a malformed request is
+    // the client's error, not a server fault (docs/config_checks.md).
+    if (doc.ready !== undefined && typeof doc.ready !== 'boolean') {
+      throw ServalError.invalidArg('attempt to access JSON non-boolean as boolean');
+    }
     const rows = await core.repositoryIndex(doc.ready === true);
     // Triton leaves out version/state/reason where there is none.
     return json(
@@ -167,7 +197,7 @@ export function buildHttpServer(core: CoreApi, log: Logger, opts: HttpOptions): 
     reply.raw.once('close', () => {
       if (!reply.raw.writableFinished) cancellation.cancel();
     });
-    const raw = await decompress(req.headers, (req.body as Buffer | undefined) ?? Buffer.alloc(0), opts.maxInputSize);
+    let raw: Buffer | undefined = await decompress(req.headers, (req.body as Buffer | undefined) ?? Buffer.alloc(0), opts.maxInputSize);
     const hdr = req.headers['inference-header-content-length'];
     const headerLength = hdr === undefined ? undefined : Number(hdr);
     const decoded = decodeInferRequest(raw, headerLength, req.params.model, req.params.version ?? '');
@@ -175,18 +205,30 @@ export function buildHttpServer(core: CoreApi, log: Logger, opts: HttpOptions): 
     if (trace) decoded.request.trace = trace;
     if (decoded.request.id) inferenceIds.set(req, decoded.request.id);
     const result = await core.infer(decoded.request);
+    // Answered: the body and the tensors viewing it are let go before the response is encoded,
+    // so a large request's memory can be freed meanwhile.
+    req.body = undefined;
+    raw = undefined;
+    for (const inp of decoded.request.inputs) inp.data = EMPTY;
     trace?.stamp('INFER_RESPONSE_COMPLETE', process.hrtime.bigint());
     const encoded = encodeInferResponse(result, decoded);
     const first = encoded.chunks[0]!;
-    let body: Buffer =
-      encoded.chunks.length === 1 ? Buffer.from(first.buffer, first.byteOffset, first.byteLength) : Buffer.concat(encoded.chunks);
+    const total = encoded.chunks.reduce((n, c) => n + c.byteLength, 0);
+    const enc = acceptedEncoding(req.headers['accept-encoding']);
+    // A large binary response goes out chunk by chunk: joining them would copy every tensor once more.
+    const streamed = !enc && encoded.chunks.length > 1 && total >= STREAM_RESPONSE_BYTES;
+    let body: Buffer | Readable = streamed
+      ? Readable.from(encoded.chunks.map((c) => Buffer.from(c.buffer, c.byteOffset, c.byteLength)))
+      : encoded.chunks.length === 1
+        ? Buffer.from(first.buffer, first.byteOffset, first.byteLength)
+        : Buffer.concat(encoded.chunks, total);
+    if (streamed) reply.header('content-length', total);
     if (encoded.headerLength !== undefined) {
       reply.header('inference-header-content-length', encoded.headerLength).header('content-type', 'application/octet-stream');
     } else {
       reply.header('content-type', 'application/json');
     }
-    const enc = acceptedEncoding(req.headers['accept-encoding']);
-    if (enc) {
+    if (enc && body instanceof Buffer) {
       body = enc === 'gzip' ? await gzip(body) : await deflate(body);
       reply.header('content-encoding', enc);
     }

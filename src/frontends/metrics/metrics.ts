@@ -63,8 +63,13 @@ export function buildRegistry(core: CoreApi, cpu?: CpuSampler): client.Registry 
   client.collectDefaultMetrics({ register: registry });
   const versions = (): ModelMetricsRow[] => core.metricsSnapshot();
 
-  /** A counter whose value is read from ModelStats at scrape time. */
-  const counter = (name: string, help: string, read: (row: ModelMetricsRow) => number): void => {
+  /** A counter whose value is read from ModelStats at scrape time, for the versions `which` keeps. */
+  const counter = (
+    name: string,
+    help: string,
+    read: (row: ModelMetricsRow) => number,
+    which: (row: ModelMetricsRow) => boolean = () => true,
+  ): void => {
     new client.Counter({
       name,
       help,
@@ -72,7 +77,7 @@ export function buildRegistry(core: CoreApi, cpu?: CpuSampler): client.Registry 
       registers: [registry],
       collect() {
         this.reset();
-        for (const mv of versions()) this.inc(labelsOf(mv), read(mv));
+        for (const mv of versions()) if (which(mv)) this.inc(labelsOf(mv), read(mv));
       },
     });
   };
@@ -118,6 +123,12 @@ export function buildRegistry(core: CoreApi, cpu?: CpuSampler): client.Registry 
     'Cumulative inference compute output duration in microseconds (does not include cached requests)',
     (m) => us(m.stats.computeOutput.ns),
   );
+  // Serval's own (Triton has no such metric): instances replaced after their worker or stub died.
+  counter(
+    'nv_inference_instance_restarts',
+    'Number of model instances restarted after they stopped unexpectedly',
+    (m) => m.stats.instanceRestarts,
+  );
   new client.Gauge({
     name: 'nv_inference_pending_request_count',
     help: 'Instantaneous number of pending requests awaiting execution per-model.',
@@ -128,6 +139,16 @@ export function buildRegistry(core: CoreApi, cpu?: CpuSampler): client.Registry 
       for (const mv of versions()) this.set(labelsOf(mv), mv.stats.pending);
     },
   });
+
+  // Triton's response cache metrics, for the versions the cache serves (docs/response_cache.md).
+  const cacheCounter = (name: string, help: string, read: (row: ModelMetricsRow) => number): void =>
+    counter(name, help, read, (mv) => mv.stats.cacheEnabled);
+  cacheCounter('nv_cache_num_hits_per_model', 'Number of cache hits per model', (m) => m.stats.cacheHit.count);
+  cacheCounter('nv_cache_num_misses_per_model', 'Number of cache misses per model', (m) => m.stats.cacheMiss.count);
+  cacheCounter('nv_cache_hit_duration_per_model', 'Total cache hit duration per model, in microseconds', (m) => us(m.stats.cacheHit.ns));
+  cacheCounter('nv_cache_miss_duration_per_model', 'Total cache miss (insert + lookup) duration per model, in microseconds', (m) =>
+    us(m.stats.cacheMiss.ns),
+  );
 
   // Triton's CPU metrics (per interval).
   if (cpu) {
