@@ -1,23 +1,14 @@
 // Tensors for the client: TypedArrays in, raw little-endian bytes on the wire (both protocols'
 // binary forms), TypedArrays out. Of the server it shares only the datatype list.
 import os from 'node:os';
-import { type DataType, isDataType } from '../kernel/datatypes.js';
+import { type DataType, isDataType, type NumericArray, VIEW_CTOR } from '../kernel/datatypes.js';
 import { ServalClientError } from './errors.js';
 
 // The protocol's datatype names are the server's own list (kernel/datatypes.ts: no server state).
 export { DATATYPES, type DataType, isDataType } from '../kernel/datatypes.js';
 
-export type TypedArray =
-  | Int8Array
-  | Uint8Array
-  | Int16Array
-  | Uint16Array
-  | Int32Array
-  | Uint32Array
-  | BigInt64Array
-  | BigUint64Array
-  | Float32Array
-  | Float64Array;
+/** The numeric TypedArrays (the server's own list). */
+export type TypedArray = NumericArray;
 
 /** One BYTES element: a string (sent as UTF-8) or raw bytes. */
 export type BytesElement = string | Uint8Array;
@@ -61,22 +52,7 @@ export interface OutputTensor<D extends DataType = DataType> {
   parameters: Parameters;
 }
 
-type Ctor = { new (buffer: ArrayBufferLike, byteOffset: number, length: number): TypedArray; BYTES_PER_ELEMENT: number };
-
-const CTOR: Record<Exclude<DataType, 'BYTES'>, Ctor> = {
-  BOOL: Uint8Array,
-  UINT8: Uint8Array,
-  UINT16: Uint16Array,
-  UINT32: Uint32Array,
-  UINT64: BigUint64Array,
-  INT8: Int8Array,
-  INT16: Int16Array,
-  INT32: Int32Array,
-  INT64: BigInt64Array,
-  FP16: Uint16Array,
-  FP32: Float32Array,
-  FP64: Float64Array,
-};
+const CTOR = VIEW_CTOR;
 
 // The wire is little-endian; a TypedArray view is only right on a little-endian host (every
 // platform Node ships for). Checked once rather than swapping bytes per element.

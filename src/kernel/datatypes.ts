@@ -93,7 +93,7 @@ export function elementCount(shape: readonly number[]): number {
   return n;
 }
 
-type NumericArray =
+export type NumericArray =
   | Uint8Array
   | Int8Array
   | Uint16Array
@@ -105,7 +105,11 @@ type NumericArray =
   | BigInt64Array
   | BigUint64Array;
 
-const VIEW_CTOR: Record<Exclude<DataType, 'BYTES'>, new (b: ArrayBufferLike, o: number, n: number) => NumericArray> = {
+/** A typed-array class: views of `n` elements at byte offset `o`. */
+export type NumericArrayClass = { new (b: ArrayBufferLike, o: number, n: number): NumericArray; BYTES_PER_ELEMENT: number };
+
+/** The typed-array class of each numeric datatype (FP16 as raw bits, BOOL as bytes). */
+export const VIEW_CTOR: Readonly<Record<Exclude<DataType, 'BYTES'>, NumericArrayClass>> = {
   BOOL: Uint8Array,
   UINT8: Uint8Array,
   UINT16: Uint16Array,

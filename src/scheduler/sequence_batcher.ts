@@ -383,7 +383,7 @@ export class SequenceBatcher {
     if (maxQueueDelayNs > 0 && minimumSlotUtilization > 0) {
       const waited = now() - earliest;
       if (waited <= BigInt(maxQueueDelayNs) && ready / Math.max(1, this.model.maxBatchSize) < minimumSlotUtilization) {
-        this.armTimer(lane, earliest + BigInt(maxQueueDelayNs) + 1n);
+        this.armTimer(lane, earliest + BigInt(maxQueueDelayNs) + 1n, (l) => this.dispatchDirect(l));
         return;
       }
     }
@@ -416,14 +416,15 @@ export class SequenceBatcher {
     }
   }
 
-  private armTimer(lane: Lane, atNs: bigint): void {
+  /** Wakes `dispatch` for the lane at `atNs` (steady clock) unless an earlier wake-up is set. */
+  private armTimer(lane: Lane, atNs: bigint, dispatch: (lane: Lane) => void): void {
     if (lane.timer && lane.timerAt <= atNs) return;
     if (lane.timer) clearTimeout(lane.timer);
     lane.timerAt = atNs;
     lane.timer = setTimeout(
       () => {
         lane.timer = undefined;
-        this.dispatchDirect(lane);
+        dispatch(lane);
       },
       Math.max(0, Number(atNs - now()) / 1e6),
     );
@@ -476,7 +477,7 @@ export class SequenceBatcher {
         const delay = BigInt(this.policy.maxQueueDelayNs);
         if (this.policy.preferredBatchSizes.length && preferred.length) n = Math.max(...preferred);
         else if (delay > 0n && now() - head.queueStartNs < delay) {
-          this.armOldestTimer(lane, head.queueStartNs + delay);
+          this.armTimer(lane, head.queueStartNs + delay, (l) => this.dispatchOldest(l));
           return;
         }
       }
@@ -487,19 +488,6 @@ export class SequenceBatcher {
       p.req.cancellation?.onCancel(undefined);
     }
     this.run(lane, chosen);
-  }
-
-  private armOldestTimer(lane: Lane, atNs: bigint): void {
-    if (lane.timer && lane.timerAt <= atNs) return;
-    if (lane.timer) clearTimeout(lane.timer);
-    lane.timerAt = atNs;
-    lane.timer = setTimeout(
-      () => {
-        lane.timer = undefined;
-        this.dispatchOldest(lane);
-      },
-      Math.max(0, Number(atNs - now()) / 1e6),
-    );
   }
 
   // -- running a batch -------------------------------------------------------------------------
