@@ -107,23 +107,31 @@ def test_food_classifier_metadata_and_config(server):
 def test_food_classifier_batches_concurrent_requests(server, food_expected):
     """Requests sent at once are merged by the dynamic batcher: execute() gets several.
 
-    Whether a burst overlaps an execution depends on how fast this client sends on a loaded
-    machine, so a burst is tried a few times; one batch larger than 1 is what must happen.
+    gRPC async_infer puts every request on the wire before any answer comes back (the HTTP
+    client's greenlets may not overlap on a loaded machine). Whether a burst overlaps an
+    execution still depends on timing, so a burst is tried a few times; one batch larger than 1
+    is what must happen.
     """
-    c = make_client("http", server, concurrency=8)
+    import queue
+
+    c = grpcclient.InferenceServerClient(server.grpc_url)
     data = np.array([[base64_image()]], dtype=object)
-    for _ in range(5):
-        pending = []
-        for _ in range(16):
-            inp = httpclient.InferInput("INPUT_IMAGE", [1, 1], "BYTES")
-            inp.set_data_from_numpy(data)
-            pending.append(c.async_infer("food_classifier", [inp]))
-        labels = [p.get_result().as_numpy("FOOD_LABEL")[0, 0].decode() for p in pending]
-        assert labels == [food_expected[0]] * 16
-        stats = c.get_inference_statistics("food_classifier")["model_stats"][0]
-        if any(b["batch_size"] > 1 for b in stats["batch_stats"]):
-            break
-    assert any(b["batch_size"] > 1 for b in stats["batch_stats"]), stats["batch_stats"]
+    try:
+        for _ in range(5):
+            done = queue.Queue()
+            for _ in range(16):
+                inp = grpcclient.InferInput("INPUT_IMAGE", [1, 1], "BYTES")
+                inp.set_data_from_numpy(data)
+                c.async_infer("food_classifier", [inp], callback=lambda result, error: done.put((result, error)))
+            results = [done.get(timeout=60) for _ in range(16)]
+            assert [e for _, e in results] == [None] * 16
+            assert [r.as_numpy("FOOD_LABEL")[0, 0].decode() for r, _ in results] == [food_expected[0]] * 16
+            stats = c.get_inference_statistics("food_classifier", as_json=True)["model_stats"][0]
+            if any(int(b["batch_size"]) > 1 for b in stats["batch_stats"]):
+                break
+    finally:
+        c.close()
+    assert any(int(b["batch_size"]) > 1 for b in stats["batch_stats"]), stats["batch_stats"]
     assert int(stats["execution_count"]) < int(stats["inference_count"])
 
 
