@@ -15,13 +15,11 @@ input / infer / output, from the statistics extension) is printed too.
 from __future__ import annotations
 
 import argparse
-import re
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -30,32 +28,13 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from serval_launch import start_server as launch  # noqa: E402
 MODELS = ("identity_fp32", "py_identity_fp32")
 
 
 def start_server(repo: Path) -> tuple[subprocess.Popen, str, str]:
-    cmd = [
-        "node", str(ROOT / "dist/src/cli.js"), "--model-repository", str(repo),
-        "--http-port", "0", "--grpc-port", "0", "--metrics-port", "0",
-        "--http-address", "127.0.0.1", "--grpc-address", "127.0.0.1", "--metrics-address", "127.0.0.1",
-    ]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    http = grpc = None
-    deadline = time.time() + 60
-    assert proc.stdout is not None
-    while (http is None or grpc is None) and time.time() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        if m := re.search(r"Started HTTPService at [^\s:]+:(\d+)", line):
-            http = f"127.0.0.1:{m.group(1)}"
-        if m := re.search(r"Started GRPCInferenceService at [^\s:]+:(\d+)", line):
-            grpc = f"127.0.0.1:{m.group(1)}"
-    if http is None or grpc is None:
-        proc.kill()
-        sys.exit("python_overhead: the server did not start (is dist/ built?)")
-    threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True).start()
-    return proc, http, grpc
+    return launch(repo, [], "python_overhead")
 
 
 def one(client, module, model: str, x: np.ndarray) -> float:

@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import statistics
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -31,35 +29,14 @@ import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from serval_launch import start_server as launch  # noqa: E402
 MODEL = "identity_fp32"
 
 
 def start_server(max_input: int) -> tuple[subprocess.Popen, str, str]:
-    cmd = [
-        "node", str(ROOT / "dist/src/cli.js"), "--model-repository", str(ROOT / "model_repository"),
-        "--model-control-mode", "explicit", "--load-model", MODEL,
-        "--http-port", "0", "--grpc-port", "0", "--metrics-port", "0",
-        "--http-address", "127.0.0.1", "--grpc-address", "127.0.0.1", "--metrics-address", "127.0.0.1",
-        "--http-max-input-size", str(max_input),
-    ]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    http = grpc = None
-    deadline = time.time() + 60
-    assert proc.stdout is not None
-    while (http is None or grpc is None) and time.time() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        if m := re.search(r"Started HTTPService at [^\s:]+:(\d+)", line):
-            http = f"127.0.0.1:{m.group(1)}"
-        if m := re.search(r"Started GRPCInferenceService at [^\s:]+:(\d+)", line):
-            grpc = f"127.0.0.1:{m.group(1)}"
-    if http is None or grpc is None:
-        proc.kill()
-        sys.exit("shm_roundtrip: the server did not start (is dist/ built?)")
-    # Drain the rest of its output so it never blocks on a full pipe.
-    threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True).start()
-    return proc, http, grpc
+    extra = ["--model-control-mode", "explicit", "--load-model", MODEL, "--http-max-input-size", str(max_input)]
+    return launch(ROOT / "model_repository", extra, "shm_roundtrip")
 
 
 def rss_mib(pid: int, field: str) -> float:
