@@ -17,5 +17,23 @@ export abstract class FakeInstanceBase implements ModelInstance {
 
   protected abstract run(batch: Batch): Execution;
 
+  /** Executions waiting in `held()` until released, oldest first (tests that hold batches). */
+  private readonly gate: (() => void)[] = [];
+
+  /** Lets the oldest held execution finish. */
+  release(): void {
+    this.gate.shift()?.();
+  }
+
+  /** How many executions wait to be released. */
+  get held(): number {
+    return this.gate.length;
+  }
+
+  /** Holds the caller until release() lets it go. */
+  protected hold(): Promise<void> {
+    return new Promise<void>((r) => this.gate.push(r));
+  }
+
   async close(): Promise<void> {}
 }

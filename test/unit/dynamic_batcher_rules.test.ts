@@ -17,26 +17,19 @@ class GatedInstance extends FakeInstanceBase {
   readonly placement: InstancePlacement = { name: 'gated_0', kind: 'KIND_CPU', deviceId: -1 };
   readonly capacity = 1;
   readonly batches: number[][] = [];
-  private readonly gates: (() => void)[] = [];
-
-  release(): void {
-    this.gates.shift()?.();
-  }
 
   protected run(b: Batch): Execution {
     const slot = b.inputs[0]!;
     const x = fromI32(b.data.subarray(slot.offset, slot.offset + slot.byteLength));
     this.batches.push(x);
-    const result = new Promise<ExecResult>((resolve) => {
-      this.gates.push(() =>
-        resolve({
-          outputs: [{ name: 'Y', datatype: 'INT32', dims: slot.dims, data: i32(x.map((v) => v + 1)) }],
-          computeInputNs: 0,
-          computeInferNs: 0,
-          computeOutputNs: 0,
-        }),
-      );
-    });
+    const result = this.hold().then(
+      (): ExecResult => ({
+        outputs: [{ name: 'Y', datatype: 'INT32', dims: slot.dims, data: i32(x.map((v) => v + 1)) }],
+        computeInputNs: 0,
+        computeInferNs: 0,
+        computeOutputNs: 0,
+      }),
+    );
     return { result, held: false, withdraw: () => false };
   }
 }

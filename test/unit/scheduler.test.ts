@@ -30,7 +30,6 @@ interface Execution {
 class FakeInstance extends FakeInstanceBase {
   readonly placement: InstancePlacement;
   readonly capacity = 1;
-  private gate: (() => void)[] = [];
   manual = false;
   fail: Error | undefined;
 
@@ -42,14 +41,6 @@ class FakeInstance extends FakeInstanceBase {
     this.placement = { name, kind: 'KIND_CPU', deviceId: -1 };
   }
 
-  /** Lets the oldest held execution finish (manual mode). */
-  release(): void {
-    this.gate.shift()?.();
-  }
-  get held(): number {
-    return this.gate.length;
-  }
-
   protected run(req: Batch): InstanceExecution {
     return { result: this.compute(req), held: false, withdraw: () => false };
   }
@@ -58,7 +49,7 @@ class FakeInstance extends FakeInstanceBase {
     const slot = req.inputs[0]!;
     const x = fromI32(req.data.subarray(slot.offset, slot.offset + slot.byteLength));
     this.log.push({ instance: this.placement.name, dims: slot.dims, x, outputs: [...req.outputs] });
-    if (this.manual) await new Promise<void>((r) => this.gate.push(r));
+    if (this.manual) await this.hold();
     else await Promise.resolve();
     if (this.fail) throw this.fail;
     const outputs: ExecOutput[] = [];

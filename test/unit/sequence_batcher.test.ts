@@ -112,7 +112,6 @@ class SeqInstance extends FakeInstanceBase {
   readonly capacity = 8;
   manual = false;
   fail: Error | undefined;
-  private readonly gate: (() => void)[] = [];
 
   constructor(
     name: string,
@@ -120,14 +119,6 @@ class SeqInstance extends FakeInstanceBase {
   ) {
     super();
     this.placement = { name, kind: 'KIND_CPU', deviceId: -1 };
-  }
-
-  release(): void {
-    this.gate.shift()?.();
-  }
-
-  get held(): number {
-    return this.gate.length;
   }
 
   protected run(b: Batch): Execution {
@@ -161,7 +152,7 @@ class SeqInstance extends FakeInstanceBase {
     }));
     const dims = b.inputs.find((t) => t.name === 'INPUT')!.dims;
     this.log.push({ instance: this.placement.name, rows, dims, outputs: [...b.outputs] });
-    if (this.manual) await new Promise<void>((r) => this.gate.push(r));
+    if (this.manual) await this.hold();
     else await Promise.resolve();
     if (this.fail) throw this.fail;
     const value = rows.map((r) => {
