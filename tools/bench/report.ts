@@ -1,9 +1,10 @@
 // Targets and the Markdown / console rendering of one benchmark run.
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { beginMarker, endMarker } from './doc_section.js';
 import type { Ceiling, Point, ProfileRun, Protocol, Results, Target } from './types.js';
 
-export const BEGIN = '<!-- bench:generated:begin (tools/bench/run.sh rewrites everything up to the end marker) -->';
-export const END = '<!-- bench:generated:end -->';
+export const BEGIN = beginMarker('generated');
+export const END = endMarker('generated');
 
 const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : NaN);
 
