@@ -9,7 +9,8 @@
 #
 # Environment: MODEL (simple), CONC (16), REPO (model_repository), PROTOS ("grpc http"),
 # ROUNDS (2), WIN (perf_analyzer -p, 1500), PA_ARGS (extra perf_analyzer arguments; default
-# the validated `simple` input data when MODEL is simple), SERVAL_ARGS (extra server flags).
+# the validated `simple` input data when MODEL is simple), SERVAL_ARGS (extra server flags),
+# AB_LOG_DIR (where the servers' logs go; tmp).
 # "bare" stands for tools/bench/bare_http.js and bare_grpc.js (only for MODEL=simple).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -39,7 +40,7 @@ for d in "$@"; do
     node dist/tools/bench/bare_http.js --port "$hp" >"tmp/ab-bare-http.log" 2>&1 & HTTP_PID[$d]=$!; pids+=($!)
     node dist/tools/bench/bare_grpc.js --port "$gp" >"tmp/ab-bare-grpc.log" 2>&1 & GRPC_PID[$d]=$!; pids+=($!)
   else
-    node "$d/src/cli.js" --model-repository "$REPO" --http-port "$hp" --grpc-port "$gp" --metrics-port "$mp" ${SERVAL_ARGS:-} >"tmp/ab-server-$i.log" 2>&1 &
+    node "$d/src/cli.js" --model-repository "$REPO" --http-port "$hp" --grpc-port "$gp" --metrics-port "$mp" ${SERVAL_ARGS:-} >"${AB_LOG_DIR:-tmp}/ab-server-$i.log" 2>&1 &
     HTTP_PID[$d]=$!; GRPC_PID[$d]=$!; pids+=($!)
   fi
   HTTP_PORT[$d]=$hp; GRPC_PORT[$d]=$gp; i=$((i + 1))
@@ -58,7 +59,7 @@ for r in $(seq "$ROUNDS"); do
       m0=$(thread_cpu "$pid"); p0=$(proc_cpu "$pid"); t0=$(date +%s%N)
       out=$(timeout 120 "$PA" -m "$MODEL" -u "127.0.0.1:$port" -i "$proto" -b 1 --concurrency-range "$CONC:$CONC" -p "$WIN" -s 30 -r 5 $PA_ARGS 2>&1 || true)
       m1=$(thread_cpu "$pid"); p1=$(proc_cpu "$pid"); t1=$(date +%s%N)
-      tp=$(grep -m1 'Throughput:' <<<"$out" | awk '{print $2}')
+      tp=$(grep -m1 'Throughput:' <<<"$out" | awk '{print $2}' || true)
       srv=$(grep -m1 'Avg request latency' <<<"$out" | sed 's/ *Avg request latency: /server /' || true)
       # Requests over the whole perf_analyzer run (stabilisation included) ≈ throughput × its wall time.
       python3 - "$r" "$proto" "$d" "${tp:-0}" "$t0" "$t1" "$m0" "$m1" "$p0" "$p1" "$tick" "$srv" <<'PY'

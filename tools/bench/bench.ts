@@ -25,12 +25,10 @@ import { execFileSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { formatSummary, summarizeProfile } from './cpuprofile.js';
 import {
   alive,
   exitDescription,
-  killAll,
   parseBenchOnnx,
   parsePerfAnalyzer,
   runMeasured,
@@ -40,22 +38,11 @@ import {
   stopServer,
   variantConfig,
 } from './harness.js';
+import { PERF_ANALYZER, ROOT, rel, SERVAL_CLI } from './paths.js';
 import { machineCpu, ticksPerSecond } from './procstat.js';
 import { computeTargets, renderConsole, renderMarkdown, writeDoc } from './report.js';
+import { paVersion, pkgVersion, runSection } from './section.js';
 import type { Ceiling, CeilingRun, Point, ProfileRun, Protocol, Results } from './types.js';
-
-function projectRoot(): string {
-  let dir = path.dirname(fileURLToPath(import.meta.url));
-  while (!existsSync(path.join(dir, 'package.json'))) {
-    const up = path.dirname(dir);
-    if (up === dir) throw new Error('bench: cannot find the project root');
-    dir = up;
-  }
-  return dir;
-}
-
-const ROOT = projectRoot();
-const rel = (p: string) => path.relative(ROOT, p) || '.';
 
 interface Plan {
   concurrencies: number[];
@@ -138,8 +125,8 @@ function parseArgs(argv: string[]): Args {
   return a;
 }
 
-const PA = process.env.PERF_ANALYZER ?? path.join(ROOT, '.venv', 'bin', 'perf_analyzer');
-const CLI = path.join(ROOT, 'dist', 'src', 'cli.js');
+const PA = PERF_ANALYZER;
+const CLI = SERVAL_CLI;
 const BENCH_ONNX = path.join(ROOT, 'dist', 'tools', 'bench_onnx.js');
 const GEN_RESNET = path.join(ROOT, 'dist', 'tools', 'gen_resnet50.js');
 const BARE_HTTP = path.join(ROOT, 'dist', 'tools', 'bench', 'bare_http.js');
@@ -154,29 +141,6 @@ function sh(cmd: string, args: string[]): string {
   } catch (e) {
     const err = e as { stdout?: string; stderr?: string };
     return `${err.stdout ?? ''}${err.stderr ?? ''}`.trim() || 'unavailable';
-  }
-}
-
-/** perf_analyzer 2.51 sometimes exits before flushing `--version`'s output into a pipe: retry, then fall back to the install path. */
-function paVersion(): string {
-  for (let i = 0; i < 5; i++) {
-    const v = sh('bash', ['-c', '"$0" --version 2>&1 | cat', PA]).split('\n').filter(Boolean).pop();
-    if (v && /Version/i.test(v)) return v;
-  }
-  try {
-    const m = readFileSync(PA, 'utf8').match(/perf_analyzer-(\d+\.\d+\.\d+)/);
-    if (m) return `${m[1]} (from its install path)`;
-  } catch {
-    /* a binary, not the wrapper */
-  }
-  return 'unknown';
-}
-
-function pkgVersion(name: string): string {
-  try {
-    return (JSON.parse(readFileSync(path.join(ROOT, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version;
-  } catch {
-    return 'unknown';
   }
 }
 
@@ -911,20 +875,4 @@ class Bench {
   }
 }
 
-const onSignal = (sig: string) => {
-  console.error(`bench: ${sig}, stopping the servers it started`);
-  killAll();
-  process.exit(130);
-};
-process.on('SIGINT', () => onSignal('SIGINT'));
-process.on('SIGTERM', () => onSignal('SIGTERM'));
-
-try {
-  await new Bench(parseArgs(process.argv.slice(2))).run();
-  killAll(); // normally nothing is left; a server whose stop failed would keep the process alive
-  process.exit(0);
-} catch (e) {
-  killAll();
-  console.error(`bench: ${(e as Error).stack ?? e}`);
-  process.exit(1);
-}
+runSection('bench', () => new Bench(parseArgs(process.argv.slice(2))).run());
