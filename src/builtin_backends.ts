@@ -1,6 +1,7 @@
 // The backends this server runs models with, in the order the registry prefers them for a config
 // that names neither platform nor backend. A new backend is its folder and one line here.
-import { onnxRuntimeBackend } from './backends/onnxruntime/backend.js';
+import { createOnnxRuntimeBackend } from './backends/onnxruntime/backend.js';
+import { parseSharing } from './backends/onnxruntime/placement.js';
 import { PYTHON_BACKEND_CONFIG_KEYS, pythonBackend } from './backends/python/backend.js';
 import { BackendRegistry } from './backends/registry.js';
 import { createLogger, type Logger } from './kernel/log.js';
@@ -30,7 +31,7 @@ export function parseBackendConfig(entries: readonly string[]): Map<string, Map<
 export function builtinBackends(settings: BackendSettings = {}): BackendRegistry {
   const config = parseBackendConfig(settings.backendConfig ?? []);
   return new BackendRegistry([
-    onnxRuntimeBackend,
+    createOnnxRuntimeBackend(parseSharing(config.get('onnxruntime'))),
     pythonBackend({ interpreter: config.get('python')?.get('interpreter'), log: settings.log ?? createLogger(0) }),
   ]);
 }

@@ -302,6 +302,12 @@ export const USAGE = `Usage: serval --model-repository PATH [options]
   --backend-config python,interpreter=PATH
                              the Python that runs Python models (default: the project's .venv,
                              else python3; a model's EXECUTION_ENV_PATH parameter wins)
+  --backend-config onnxruntime,shared-workers=N
+                             worker threads small CPU ONNX models share (default: one per
+                             core; 0: every instance a worker of its own)
+  --backend-config onnxruntime,shared-model-max-bytes=BYTES
+                             a model shares when its version directory holds at most this
+                             (default 262144)
   --strict-model-config BOOL same as --disable-auto-complete-config (tritonserver's older name)
   --cache-config local,size=BYTES
                              the response cache, for models whose config has

@@ -2,17 +2,13 @@
 // only in this test's server environment): the requests it was running fail with a clear 500,
 // every other request and every other model is served, the model stays ready and recovers, and
 // nv_inference_instance_restarts counts the restart.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SLOTS } from '../../src/backends/onnxruntime/channel.js';
 import { buildSimple } from '../../tools/onnx/models.js';
-import { get, inferJson } from '../helpers/http.js';
+import { get } from '../helpers/http.js';
+import { type KillableServer, startKillable } from '../helpers/kill_hook.js';
 import { makeRepo, type Repo } from '../helpers/repo.js';
-import { type ServerHandle, startServer } from '../helpers/server.js';
-import { simpleJsonInputs } from '../helpers/simple.js';
-import { range } from '../helpers/tensors.js';
+import type { ServerHandle } from '../helpers/server.js';
 
 const simple = buildSimple();
 const config = (name: string, count: number) =>
@@ -21,44 +17,32 @@ const config = (name: string, count: number) =>
 describe('crash recovery of ONNX Runtime instances', () => {
   let repo: Repo;
   let server: ServerHandle;
-  const scratch = mkdtempSync(path.join(os.tmpdir(), 'serval-crash-'));
-  const killFile = path.join(scratch, 'kill');
+  let killable: KillableServer;
   beforeAll(async () => {
     repo = makeRepo([
       { name: 'victim', config: config('victim', 2), versions: { 1: simple.onnx } },
       { name: 'lonely', config: config('lonely', 1), versions: { 1: simple.onnx } },
       { name: 'bystander', config: config('bystander', 1), versions: { 1: simple.onnx } },
     ]);
-    process.env.SERVAL_TEST_KILL_WORKER_FILE = killFile;
-    try {
-      server = await startServer(repo.dir);
-    } finally {
-      delete process.env.SERVAL_TEST_KILL_WORKER_FILE;
-    }
+    // Every instance on a worker of its own, so "other models" are on other workers; a shared
+    // worker's death is tested in shared_workers.test.ts.
+    killable = await startKillable(repo.dir, ['--backend-config=onnxruntime,shared-workers=0']);
+    server = killable.server;
   });
   afterAll(async () => {
-    await server?.stop();
+    await killable?.stop();
     repo?.cleanup();
-    rmSync(scratch, { recursive: true, force: true });
   });
 
-  const a = range(16);
-  const infer = async (model: string) => {
-    const res = await inferJson(server.url, model, { inputs: simpleJsonInputs(a, a) });
-    return { status: res.status, body: res.json() };
-  };
-  const restarts = async (model: string): Promise<number> => {
-    const text = (await get(`http://127.0.0.1:${server.metricsPort()}`, '/metrics')).text();
-    const m = new RegExp(`^nv_inference_instance_restarts\\{model="${model}",version="1"\\} (\\d+)$`, 'm').exec(text);
-    return m ? Number(m[1]) : Number.NaN;
-  };
+  const infer = (model: string) => killable.infer(model);
+  const restarts = (model: string) => killable.restarts(model);
 
   it('a worker killed mid-load fails only what it was running; other models are unaffected; the model recovers', async () => {
     expect(await restarts('victim')).toBe(0);
     const victims: Promise<{ status: number; body: { error?: string } }>[] = [];
     const others: Promise<{ status: number }>[] = [];
     for (let i = 0; i < 60; i++) {
-      if (i === 20) writeFileSync(killFile, 'victim');
+      if (i === 20) killable.kill('victim');
       victims.push(infer('victim'));
       others.push(infer('bystander'));
       if (i % 10 === 9) await Promise.all(victims.slice(-10));
@@ -84,7 +68,7 @@ describe('crash recovery of ONNX Runtime instances', () => {
   });
 
   it('when the only instance dies, the next requests wait for its restart and succeed', async () => {
-    writeFileSync(killFile, 'lonely');
+    killable.kill('lonely');
     const first = await infer('lonely');
     expect(first.status).toBe(500);
     const next = await Promise.all([infer('lonely'), infer('lonely'), infer('lonely')]);

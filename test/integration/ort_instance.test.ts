@@ -62,7 +62,7 @@ describe('OrtInstance', () => {
 
   it('small, output-growing (worker side) and input-growing (main side) executions all return their own values', async () => {
     await run(input(100, 1));
-    await run(input(INITIAL_ARENA, 2)); // output 8 × 64 KiB: the worker replaces the arena
+    await run(input(INITIAL_ARENA, 2)); // output 8 × the arena: the worker replaces it
     await run(input(3 * INITIAL_ARENA, 3)); // the input alone outgrows it: the main thread replaces it
     await run(input(10, 4));
   });
@@ -100,7 +100,7 @@ describe('OrtInstance', () => {
   });
 
   it('holds later executions behind the running one up to its slots; a withdrawn one never runs, and the instance carries on', async () => {
-    const a = input(64 * INITIAL_ARENA, 10); // 4 MiB in, 32 MiB out: milliseconds of work
+    const a = input(4 << 20, 10); // 4 MiB in, 32 MiB out: milliseconds of work
     const b = input(1000, 11);
     const c = input(2000, 12);
     // A preempted main thread can find the first run already finished when it submits the

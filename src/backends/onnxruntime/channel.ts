@@ -24,7 +24,7 @@ export const REP_SEQ = 1; // set to the command's REQ_SEQ by the worker when don
 export const OP = 2;
 export const STATUS = 3;
 export const FLAGS = 4;
-/** Slot 0 only: the last sequence number submitted; the worker sleeps on it. */
+/** Slot 0 only: the last sequence number submitted; the worker looks at it when its bell rings (host.ts). */
 export const DOORBELL = 5;
 /**
  * Slot 0 only: the last sequence number finished; the main thread waits on it with one
@@ -50,7 +50,8 @@ export const FLAG_OUTPUTS_TRANSFERRED = 2;
 const HEADER_DOUBLES = 8192;
 export const CONTROL_BYTES = CTRL_WORDS * 4 + HEADER_DOUBLES * 8;
 export const ALIGN = 64;
-export const INITIAL_ARENA = 1 << 16;
+/** Small, so an idle instance holds little (SLOTS of them); arenas grow on first use and stay grown. */
+export const INITIAL_ARENA = 1 << 12;
 /**
  * Executions above this size skip the arenas where they can: the inputs are assembled into memory
  * of the execution's own and transferred to the worker (ONNX Runtime cannot read a
@@ -99,14 +100,27 @@ export class Control {
   private readonly header: Float64Array;
   private readonly headerBytes: Uint8Array;
 
-  constructor(readonly sab: SharedArrayBuffer) {
-    this.words = new Int32Array(sab, 0, CTRL_WORDS);
-    this.header = new Float64Array(sab, CTRL_WORDS * 4, HEADER_DOUBLES);
-    this.headerBytes = new Uint8Array(sab, CTRL_WORDS * 4, HEADER_DOUBLES * 8);
+  constructor(
+    readonly sab: SharedArrayBuffer,
+    offset = 0,
+  ) {
+    this.words = new Int32Array(sab, offset, CTRL_WORDS);
+    this.header = new Float64Array(sab, offset + CTRL_WORDS * 4, HEADER_DOUBLES);
+    this.headerBytes = new Uint8Array(sab, offset + CTRL_WORDS * 4, HEADER_DOUBLES * 8);
   }
 
   static create(): Control {
     return new Control(new SharedArrayBuffer(CONTROL_BYTES));
+  }
+
+  /**
+   * The controls of `n` slots, in one SharedArrayBuffer. One allocation of n × 64 KiB is mapped
+   * lazily (only the pages a command or reply touches become resident), where n allocations of
+   * 64 KiB each came zero-filled from the heap: 512 KiB resident per instance, most of the
+   * memory of an idle small model (measured by tools/bench/density.ts).
+   */
+  static slots(n: number, sab = new SharedArrayBuffer(n * CONTROL_BYTES)): Control[] {
+    return Array.from({ length: n }, (_, i) => new Control(sab, i * CONTROL_BYTES));
   }
 
   writeCommand(cmd: ExecCommand): void {

@@ -1,17 +1,13 @@
-// The main-thread side of one ONNX Runtime instance: owns the worker and the shared-memory
-// channel to it (channel.ts), and turns a reply into outputs the caller owns.
-import { existsSync } from 'node:fs';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { MessageChannel, type MessagePort, receiveMessageOnPort, Worker } from 'node:worker_threads';
+// The main-thread side of one ONNX Runtime instance: owns its session's shared-memory channel
+// (channel.ts) to the worker that hosts it (host.ts), and turns a reply into outputs the caller owns.
+import { type MessagePort, receiveMessageOnPort } from 'node:worker_threads';
 import type { InstancePlacement } from '../../config/resolved.js';
 import type { ModelSignature } from '../../config/signature.js';
 import { ServalError } from '../../kernel/errors.js';
-import { projectRoot } from '../../kernel/paths.js';
 import type { ExecLayout, ExecResult, Execution, ModelInstance, Reservation } from '../backend.js';
 import {
   arenaSize,
-  Control,
+  type Control,
   DONE,
   DOORBELL,
   FLAG_NEW_ARENA,
@@ -31,15 +27,8 @@ import {
   STATUS_WITHDRAWN,
   whenChanged,
 } from './channel.js';
-import type { ArenaMessage, FromWorker, SessionSettings, WorkerData } from './protocol.js';
-
-function workerFile(): string {
-  const here = fileURLToPath(import.meta.url);
-  const sibling = path.join(path.dirname(here), 'worker.js');
-  if (existsSync(sibling)) return sibling;
-  // Running from TypeScript sources (tests): use the compiled worker.
-  return path.join(projectRoot(), 'dist', 'src', 'backends', 'onnxruntime', 'worker.js');
-}
+import { DEDICATED, type Link, type WorkerHost, type WorkerPool } from './host.js';
+import type { ArenaMessage, SessionSettings } from './protocol.js';
 
 /**
  * Node has had bugs where an Atomics.waitAsync wake-up is not delivered until something else
@@ -74,14 +63,6 @@ interface Pending {
   reject: (e: Error) => void;
 }
 
-/** One worker thread and the shared memory it was started with; a restart makes a new one. */
-interface Link {
-  worker: Worker;
-  controls: Control[];
-  arenas: SharedArrayBuffer[];
-  port: MessagePort;
-}
-
 /** An execution accepted while the worker restarts: its inputs wait here, then go to the new worker. */
 interface Deferred {
   bytes: Uint8Array;
@@ -92,42 +73,38 @@ interface Deferred {
   execution?: Execution;
 }
 
-/** Starts one worker and waits for its session: the link and the model's signature. */
-function spawn(placement: InstancePlacement, settings: SessionSettings): Promise<{ link: Link; signature: ModelSignature }> {
-  return new Promise((resolve, reject) => {
-    const controls = Array.from({ length: SLOTS }, () => Control.create());
-    const arenas = Array.from({ length: SLOTS }, () => new SharedArrayBuffer(INITIAL_ARENA));
-    const { port1, port2 } = new MessageChannel();
-    const data: WorkerData = { settings, controls: controls.map((c) => c.sab), arenas, port: port2 };
-    const worker = new Worker(workerFile(), { workerData: data, transferList: [port2] });
-    const onEarly = (msg: FromWorker): void => {
-      cleanup();
-      if (msg.type === 'ready') resolve({ link: { worker, controls, arenas, port: port1 }, signature: msg.signature });
-      else {
-        port1.close();
-        void worker.terminate();
-        reject(ServalError.invalidArg(msg.message));
-      }
-    };
-    const onError = (e: Error): void => {
-      cleanup();
-      port1.close();
-      reject(ServalError.internal(`instance ${placement.name} failed to start: ${e.message}`));
-    };
-    const onExit = (code: number): void => {
-      cleanup();
-      port1.close();
-      reject(ServalError.internal(`instance ${placement.name} exited during start (code ${code})`));
-    };
-    const cleanup = (): void => {
-      worker.off('message', onEarly);
-      worker.off('error', onError);
-      worker.off('exit', onExit);
-    };
-    worker.on('message', onEarly);
-    worker.on('error', onError);
-    worker.on('exit', onExit);
+/**
+ * Opens a session for the instance on the worker the pool chooses: its link and the model's
+ * signature. The handler given to `onDeath` hears of that worker dying, also if it died before.
+ */
+async function openSession(
+  pool: WorkerPool,
+  placement: InstancePlacement,
+  settings: SessionSettings,
+): Promise<{ link: Link; signature: ModelSignature; onDeath: (handler: (why: string) => void) => void }> {
+  let handler: ((why: string) => void) | undefined;
+  let early: string | undefined;
+  const r = await pool.open(placement, settings, (why) => {
+    if (handler) handler(why);
+    else early = why;
   });
+  return {
+    ...r,
+    onDeath: (h) => {
+      handler = h;
+      if (early !== undefined) h(early);
+    },
+  };
+}
+
+/** Closes a session through its channel as command `seq`, and waits until the worker has let it go. */
+async function closeSession(link: Link, seq: number): Promise<void> {
+  const words = link.controls[seq % SLOTS]!.words;
+  Atomics.store(words, OP, OP_CLOSE);
+  Atomics.store(words, REQ_SEQ, seq);
+  Atomics.store(link.controls[0]!.words, DOORBELL, seq);
+  link.host.ring();
+  await link.host.closed(link.id);
 }
 
 export class OrtInstance implements ModelInstance {
@@ -154,8 +131,6 @@ export class OrtInstance implements ModelInstance {
   private port!: MessagePort;
   /** Bumped with every new worker, so a wait on a dead worker's memory does nothing. */
   private generation = 0;
-  /** The worker's last uncaught error, for the text of its exit. */
-  private lastError: string | undefined;
   /** While a dead worker is being replaced. */
   private restarting: Promise<void> | undefined;
   /** Why the last restart failed; the next reservation tries again. */
@@ -166,20 +141,28 @@ export class OrtInstance implements ModelInstance {
   private constructor(
     readonly placement: InstancePlacement,
     private readonly settings: SessionSettings,
-    link: Link,
+    private readonly pool: WorkerPool,
     readonly signature: ModelSignature,
   ) {
     this.inputIndex = new Map(signature.inputs.map((s, i) => [s.name, i]));
     this.outputIndex = new Map(signature.outputs.map((s, i) => [s.name, i]));
-    this.attach(link);
   }
 
-  static async start(placement: InstancePlacement, settings: SessionSettings): Promise<OrtInstance> {
-    const { link, signature } = await spawn(placement, settings);
-    return new OrtInstance(placement, settings, link, signature);
+  /** Starts the instance on the worker `pool` chooses (by default one of its own). */
+  static async start(placement: InstancePlacement, settings: SessionSettings, pool: WorkerPool = DEDICATED): Promise<OrtInstance> {
+    const opened = await openSession(pool, placement, settings);
+    const inst = new OrtInstance(placement, settings, pool, opened.signature);
+    inst.attach(opened.link);
+    opened.onDeath((why) => inst.workerExited(opened.link, why));
+    return inst;
   }
 
-  /** Makes `link` the instance's worker, with fresh sequence numbers. */
+  /** The worker it runs on (tests look at sharing through it). */
+  get host(): WorkerHost {
+    return this.link.host;
+  }
+
+  /** Makes `link` the instance's session, with fresh sequence numbers. */
   private attach(link: Link): void {
     this.link = link;
     this.controls = link.controls;
@@ -192,25 +175,20 @@ export class OrtInstance implements ModelInstance {
     this.arenaSent = new Array<boolean>(SLOTS).fill(false);
     this.transferred.length = 0; // a dead worker's outputs
     this.generation++;
-    this.lastError = undefined;
-    link.worker.on('error', (e) => {
-      if (link === this.link) this.lastError = e.message;
-    });
-    link.worker.on('exit', (code) => this.workerExited(link, code));
   }
 
   /**
-   * The worker ended. Closing: expected. Otherwise it died (an uncaught error, an out-of-memory
-   * of its JS heap, the test hook): what it was running fails, and a new worker replaces it.
+   * The worker died under the session (an uncaught error, an out-of-memory of its JS heap, the test
+   * hook; on a shared worker, whichever session caused it): what it was running fails, and the
+   * instance opens a new session, on a new worker.
    */
-  private workerExited(link: Link, code: number): void {
+  private workerExited(link: Link, why: string): void {
     if (link !== this.link) return;
     link.port.close();
     if (this.dead) {
       this.fail(this.dead);
       return;
     }
-    const why = this.lastError ?? `exit code ${code}`;
     this.fail(`instance ${this.placement.name} stopped unexpectedly (${why}) while running this request; it is being restarted`);
     this.restart(why);
   }
@@ -218,16 +196,18 @@ export class OrtInstance implements ModelInstance {
   private restart(why: string): void {
     if (this.restarting) return;
     this.broken = undefined;
-    this.restarting = spawn(this.placement, this.settings).then(
-      ({ link }) => {
-        this.restarting = undefined;
+    this.restarting = openSession(this.pool, this.placement, this.settings).then(
+      async ({ link, onDeath }) => {
         if (this.dead) {
-          void link.worker.terminate();
+          await closeSession(link, 1);
           link.port.close();
+          this.restarting = undefined;
           this.flushDeferred();
           return;
         }
+        this.restarting = undefined;
         this.attach(link);
+        onDeath((w) => this.workerExited(link, w));
         this.onRestart?.();
         this.flushDeferred();
       },
@@ -427,16 +407,10 @@ export class OrtInstance implements ModelInstance {
     this.dead = `instance ${this.placement.name} is closed`;
     await this.restarting;
     if (this.broken) return;
-    const worker = this.link.worker;
-    if (worker.threadId === -1) return; // it has exited: nothing to stop
-    const exited = new Promise<void>((r) => worker.once('exit', () => r()));
-    const seq = ++this.submitted;
-    Atomics.store(this.controls[seq % SLOTS]!.words, OP, OP_CLOSE);
-    Atomics.store(this.controls[seq % SLOTS]!.words, REQ_SEQ, seq);
-    this.ring(seq);
-    const timer = setTimeout(() => void worker.terminate(), 5000);
-    await exited;
-    clearTimeout(timer);
+    // After the commands before it, the worker releases the session (and exits if it hosts no other).
+    await closeSession(this.link, ++this.submitted);
+    this.takeReplies();
+    this.fail(this.dead);
     this.port.close();
   }
 
@@ -456,9 +430,8 @@ export class OrtInstance implements ModelInstance {
   }
 
   private ring(seq: number): void {
-    const door = this.controls[0]!.words;
-    Atomics.store(door, DOORBELL, seq);
-    Atomics.notify(door, DOORBELL);
+    Atomics.store(this.controls[0]!.words, DOORBELL, seq);
+    this.link.host.ring();
   }
 
   private index(map: Map<string, number>, name: string, what: string): number {

@@ -132,7 +132,7 @@ export function threadCounts(
   parameters: Record<string, { string_value?: string }> | undefined,
   cpuInstances: number,
   cpus: number,
-): Pick<OrtSettings, 'intraOpThreads' | 'interOpThreads' | 'allowSpinning'> {
+): Pick<OrtSettings, 'intraOpThreads' | 'interOpThreads' | 'allowSpinning' | 'sharedIntraOpThreads'> {
   const read = (key: string): number | undefined => {
     const v = parameters?.[key]?.string_value;
     if (v === undefined || v === '') return undefined;
@@ -142,7 +142,8 @@ export function threadCounts(
   };
   // 0 means "runtime default" in Triton's ORT backend, which is all cores: oversubscribed with
   // several instances, so Serval divides the cores instead.
-  const intra = read('intra_op_thread_count') || Math.max(1, Math.floor(cpus / Math.max(1, cpuInstances)));
+  const explicitIntra = read('intra_op_thread_count');
+  const intra = explicitIntra || Math.max(1, Math.floor(cpus / Math.max(1, cpuInstances)));
   const inter = read('inter_op_thread_count') || 1;
   // Spinning intra-op threads keep a core busy after every run, taking it from the main thread
   // that decodes the next requests (measured in docs/benchmarks.md); ORT's own default is on.
@@ -150,7 +151,9 @@ export function threadCounts(
   if (spin !== undefined && spin !== '0' && spin !== '1') {
     throw ServalError.invalidArg(`parameter 'session.intra_op.allow_spinning' must be '0' or '1', got '${spin}'`);
   }
-  return { intraOpThreads: intra, interOpThreads: inter, allowSpinning: spin === '1' };
+  // On a shared worker one session runs at a time, so a pool of its own per session would be
+  // idle threads: one (the worker itself) unless the model asks for more.
+  return { intraOpThreads: intra, interOpThreads: inter, allowSpinning: spin === '1', sharedIntraOpThreads: explicitIntra || 1 };
 }
 
 /** What every instance of a model starts its session with. */
@@ -160,6 +163,68 @@ export interface OrtSettings {
   /** ORT's session.intra_op.allow_spinning: idle intra-op threads busy-wait for work. */
   allowSpinning: boolean;
   graphOptimizationLevel: 'disabled' | 'basic' | 'extended' | 'all';
+  /** intraOpThreads when the instance runs on a shared worker (host.ts); 1 if not given. */
+  sharedIntraOpThreads?: number;
+}
+
+/** `--backend-config=onnxruntime,...`: how small CPU instances share worker threads (host.ts). */
+export interface SharingSettings {
+  /** Shared workers at most; 0: every instance has a worker of its own. */
+  sharedWorkers: number;
+  /** A CPU instance shares a worker when its model's files (the version directory) total at most this. */
+  sharedModelMaxBytes: number;
+}
+
+export const SHARING_KEYS = ['shared-workers', 'shared-model-max-bytes'] as const;
+
+export function defaultSharing(cpus: number = os.availableParallelism()): SharingSettings {
+  return { sharedWorkers: Math.max(1, cpus), sharedModelMaxBytes: 256 * 1024 };
+}
+
+/**
+ * Reads the sharing settings from the onnxruntime backend's `--backend-config` entries; throws on a
+ * bad value. Other keys are left alone: Triton command lines pass its ORT backend's own settings.
+ */
+export function parseSharing(entries: ReadonlyMap<string, string> | undefined, cpus?: number): SharingSettings {
+  const out = defaultSharing(cpus);
+  for (const [key, value] of entries ?? []) {
+    if (!(SHARING_KEYS as readonly string[]).includes(key)) continue;
+    const n = Number(value);
+    if (value.trim() === '' || !Number.isInteger(n) || n < 0) {
+      throw new Error(`--backend-config: onnxruntime,${key} must be a non-negative integer, got '${value}'`);
+    }
+    if (key === 'shared-workers') out.sharedWorkers = n;
+    else out.sharedModelMaxBytes = n;
+  }
+  return out;
+}
+
+/** What the choice of a shared worker needs to know of one. */
+export interface SharedWorkerLoad {
+  sessions: number;
+  /** Model keys (model file paths) it hosts. */
+  models: ReadonlySet<string>;
+}
+
+/**
+ * The shared worker slot for an instance of `model`: the least loaded one that hosts no other
+ * instance of the same model (a worker runs one session at a time, so two instances of a model on
+ * one worker would take turns instead of running in parallel); an empty slot counts as a worker
+ * with no sessions (started on demand). Undefined: every slot hosts this model, so the instance
+ * gets a worker of its own.
+ */
+export function chooseSharedWorker(slots: readonly (SharedWorkerLoad | undefined)[], model: string): number | undefined {
+  let best: number | undefined;
+  let bestLoad = Number.POSITIVE_INFINITY;
+  slots.forEach((w, i) => {
+    if (w?.models.has(model)) return;
+    const load = w?.sessions ?? 0;
+    if (load < bestLoad) {
+      best = i;
+      bestLoad = load;
+    }
+  });
+  return best;
 }
 
 /** The whole placement of a model on this machine: groups, one placement per instance, settings. */

@@ -1,8 +1,10 @@
 // Reads an ONNX file's graph inputs and outputs straight from its protobuf encoding, on the main
 // thread and before any session exists: the load resolves and checks the config first, then
 // starts instances. Only the few fields needed are decoded; weights (initializers) are skipped by
-// their length prefix, so reading a 100 MB model costs a file read and a walk over its fields.
-import { readFile } from 'node:fs/promises';
+// their length prefix. A large file is not read whole: its fields are walked with positional
+// reads of their headers, so a 100 MB model costs a few hundred small reads instead of 100 MB of
+// main-thread memory that only a later garbage collection would give back (tools/bench/density.ts).
+import { type FileHandle, open } from 'node:fs/promises';
 import type { IoSignature, ModelSignature } from '../../config/signature.js';
 import { fromOrtType } from '../../kernel/datatypes.js';
 import { ServalError } from '../../kernel/errors.js';
@@ -153,23 +155,120 @@ export function parseOnnxSignature(buf: Uint8Array): ModelSignature {
   return { inputs: inputs.filter((i) => !initializers.has(i.name)), outputs };
 }
 
-/** The model file's signature; `shown` is its name in error texts (repository-relative, not absolute). */
-export async function readOnnxSignature(modelPath: string, shown = modelPath): Promise<ModelSignature> {
-  let buf: Buffer;
-  try {
-    buf = await readFile(modelPath);
-  } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    throw ServalError.invalidArg(
-      code === 'ENOENT' || code === 'ENOTDIR'
-        ? `model file ${shown} does not exist`
-        : `cannot read model file ${shown}: ${code ?? 'error'}`,
-    );
+/** A file read at positions: the header of the field at `pos`, and byte ranges. */
+class PositionalFile {
+  private readonly head = Buffer.alloc(24);
+  constructor(
+    private readonly fh: FileHandle,
+    readonly size: number,
+  ) {}
+
+  async bytes(start: number, end: number): Promise<Uint8Array> {
+    const out = Buffer.alloc(end - start);
+    const { bytesRead } = await this.fh.read(out, 0, out.byteLength, start);
+    if (bytesRead !== out.byteLength) throw new Malformed('truncated file');
+    return out;
   }
+
+  /** The field whose key starts at `pos` (payload positions absolute), and where the next one starts. */
+  async field(pos: number, end: number): Promise<Field & { next: number }> {
+    const n = Math.min(this.head.byteLength, end - pos);
+    const { bytesRead } = await this.fh.read(this.head, 0, n, pos);
+    // The header is complete within 24 bytes (two varints); only its payload may lie beyond.
+    const f = this.peek(this.head.subarray(0, bytesRead));
+    const next = pos + f.end;
+    if (next > end) throw new Malformed('field runs past the end of its message');
+    return { ...f, start: pos + f.start, end: pos + f.end, next };
+  }
+
+  /** Decodes one field header from `view` (relative positions; `end` is where the field ends). */
+  private peek(view: Uint8Array): Field {
+    let pos = 0;
+    const varint = (): number => {
+      let result = 0;
+      let scale = 1;
+      for (let i = 0; i < 10; i++) {
+        if (pos >= view.byteLength) throw new Malformed('truncated varint');
+        const b = view[pos++]!;
+        result += (b & 0x7f) * scale;
+        if (b < 0x80) return result;
+        scale *= 128;
+      }
+      throw new Malformed('varint longer than 10 bytes');
+    };
+    const key = varint();
+    const no = Math.floor(key / 8);
+    const wire = key % 8;
+    if (wire === 0) {
+      const value = varint();
+      return { no, wire, value, start: pos, end: pos };
+    }
+    if (wire === 1) return { no, wire, value: 0, start: pos, end: pos + 8 };
+    if (wire === 5) return { no, wire, value: 0, start: pos, end: pos + 4 };
+    if (wire !== 2) throw new Malformed(`unsupported wire type ${wire}`);
+    const len = varint();
+    return { no, wire, value: 0, start: pos, end: pos + len };
+  }
+
+  async *fields(start: number, end: number): AsyncGenerator<Field> {
+    for (let pos = start; pos < end; ) {
+      const f = await this.field(pos, end);
+      yield f;
+      pos = f.next;
+    }
+  }
+
+  /** The last length-delimited field `no` of the message in [start, end). */
+  async sub(start: number, end: number, no: number): Promise<Field | undefined> {
+    let last: Field | undefined;
+    for await (const g of this.fields(start, end)) if (g.no === no && g.wire === 2) last = g;
+    return last;
+  }
+}
+
+/** parseOnnxSignature over a file read at positions: only field headers, names and the inputs' and outputs' own bytes. */
+async function parseOnnxFile(file: PositionalFile): Promise<ModelSignature> {
+  const graph = await file.sub(0, file.size, MODEL_GRAPH);
+  if (!graph) throw new Malformed('no graph');
+  const inputs: IoSignature[] = [];
+  const outputs: IoSignature[] = [];
+  const initializers = new Set<string>();
+  const whole = async (f: Field): Promise<IoSignature> => {
+    const buf = await file.bytes(f.start, f.end);
+    return valueInfo(buf, { ...f, start: 0, end: buf.byteLength });
+  };
+  for await (const f of file.fields(graph.start, graph.end)) {
+    if (f.wire !== 2) continue;
+    if (f.no === GRAPH_INPUT) inputs.push(await whole(f));
+    else if (f.no === GRAPH_OUTPUT) outputs.push(await whole(f));
+    else if (f.no === GRAPH_INITIALIZER || f.no === GRAPH_SPARSE_INITIALIZER) {
+      const tensor = f.no === GRAPH_INITIALIZER ? f : await file.sub(f.start, f.end, SPARSE_VALUES);
+      const name = tensor && (await file.sub(tensor.start, tensor.end, TENSOR_NAME));
+      if (name) initializers.add(Buffer.from(await file.bytes(name.start, name.end)).toString('utf8'));
+    }
+  }
+  return { inputs: inputs.filter((i) => !initializers.has(i.name)), outputs };
+}
+
+/** Files up to this size are read whole (one read); larger ones at positions. */
+export const WHOLE_FILE_MAX = 4 << 20;
+
+/** The model file's signature; `shown` is its name in error texts (repository-relative, not absolute). */
+export async function readOnnxSignature(modelPath: string, shown = modelPath, wholeFileMax = WHOLE_FILE_MAX): Promise<ModelSignature> {
+  let fh: FileHandle | undefined;
   try {
-    return parseOnnxSignature(buf);
+    fh = await open(modelPath);
+    const size = (await fh.stat()).size;
+    if (size > wholeFileMax) return await parseOnnxFile(new PositionalFile(fh, size));
+    return parseOnnxSignature(await fh.readFile());
   } catch (e) {
-    if (!(e instanceof Malformed)) throw e;
-    throw ServalError.invalidArg(`${shown} is not a valid ONNX model: ${e.message}`);
+    if (e instanceof Malformed) throw ServalError.invalidArg(`${shown} is not a valid ONNX model: ${e.message}`);
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === undefined) throw e;
+    throw ServalError.invalidArg(
+      code === 'ENOENT' || code === 'ENOTDIR' ? `model file ${shown} does not exist` : `cannot read model file ${shown}: ${code}`,
+    );
+  } finally {
+    await fh?.close();
   }
 }

@@ -1,9 +1,10 @@
-// One model instance: a worker thread owning one ONNX Runtime session. session.run blocks the
-// thread that calls it, so it must never run on the main thread. Commands and tensors arrive
-// through shared memory (channel.ts); between commands the thread sleeps in Atomics.wait.
+// A worker thread hosting ONNX Runtime sessions: one (an instance of its own) or many (small
+// models sharing the worker, host.ts). session.run blocks the thread that calls it, so it must
+// never run on the main thread. Commands and tensors arrive through each session's shared memory
+// (channel.ts); between commands the thread sleeps in Atomics.wait on the worker's bell.
 import { readFileSync, unlinkSync } from 'node:fs';
 import path from 'node:path';
-import { parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
+import { type MessagePort, parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
 import ort from 'onnxruntime-node';
 import { bytesToStrings, type DataType, fromOrtType, joinBytes, typedView } from '../../kernel/datatypes.js';
 import {
@@ -29,41 +30,53 @@ import {
   STATUS_WITHDRAWN,
   type TensorDesc,
 } from './channel.js';
-import type { ArenaMessage, FromWorker, WorkerData } from './protocol.js';
+import type { ArenaMessage, FromWorker, ToWorker, WorkerData } from './protocol.js';
 import { sessionSignature } from './session_signature.js';
 
 const data = workerData as WorkerData;
-const settings = data.settings;
-const controls = data.controls.map((c) => new Control(c));
-const arenas = [...data.arenas];
-/** The arena of the command being run. */
-let arena = arenas[0]!;
+const bell = new Int32Array(data.bell);
 
-/** A large execution's own input memory, by slot, transferred by the main thread instead of an arena. */
-const ownInputs: (ArrayBuffer | undefined)[] = [];
+/** One session hosted here, with its channel (channel.ts). */
+interface Hosted {
+  id: number;
+  /** The model's name (its directory), for the kill hook. */
+  model: string;
+  session: ort.InferenceSession;
+  controls: Control[];
+  arenas: SharedArrayBuffer[];
+  port: MessagePort;
+  /** A large execution's own input memory, by slot, transferred by the main thread instead of an arena. */
+  ownInputs: (ArrayBuffer | undefined)[];
+  /** The sequence number of its next command (slot next % SLOTS). */
+  next: number;
+}
+
+/** By id, in the order opened: the scan order of the loop in main(). */
+const hosted = new Map<number, Hosted>();
+/** The arena of the command being run. */
+let arena = new SharedArrayBuffer(0);
 
 /** Takes every replacement arena (and large execution's inputs) the main thread has posted. */
-function takeArenas(): void {
-  for (let m = receiveMessageOnPort(data.port); m; m = receiveMessageOnPort(data.port)) {
+function takeArenas(h: Hosted): void {
+  for (let m = receiveMessageOnPort(h.port); m; m = receiveMessageOnPort(h.port)) {
     const msg = m.message as ArenaMessage;
-    if ('arena' in msg) arenas[msg.slot] = msg.arena;
-    else if ('input' in msg) ownInputs[msg.slot] = msg.input;
+    if ('arena' in msg) h.arenas[msg.slot] = msg.arena;
+    else if ('input' in msg) h.ownInputs[msg.slot] = msg.input;
   }
 }
 
 /**
  * Test hook for crash recovery (tests and tools/soak only; no request can reach it): with
  * SERVAL_TEST_KILL_WORKER_FILE set in the server's environment, a worker about to run an execution
- * checks that file; when it holds this model's name, the worker removes the file and exits at once,
- * as a worker that died would.
+ * checks that file; when it holds the execution's model name, the worker removes the file and
+ * exits at once, as a worker that died would (with every session it hosts).
  */
 const killFile = process.env.SERVAL_TEST_KILL_WORKER_FILE;
-const modelName = path.basename(path.dirname(path.dirname(settings.modelPath)));
 
-function killRequested(): boolean {
+function killRequested(model: string): boolean {
   if (!killFile) return false;
   try {
-    if (readFileSync(killFile, 'utf8').trim() !== modelName) return false;
+    if (readFileSync(killFile, 'utf8').trim() !== model) return false;
     unlinkSync(killFile); // only one worker takes it
     return true;
   } catch {
@@ -130,18 +143,18 @@ function bytesOf(name: string, t: ort.Tensor): { datatype: DataType; bytes: Uint
 }
 
 /** Copies the outputs into the arena (from offset 0: the inputs are no longer needed), growing it if they do not fit. */
-function placeOutputs(slot: number, names: string[], fetched: ort.InferenceSession.ReturnType, indexes: number[]): TensorDesc[] {
+function placeOutputs(h: Hosted, slot: number, names: string[], fetched: ort.InferenceSession.ReturnType, indexes: number[]): TensorDesc[] {
   const parts = names.map((n) => ({ name: n, ...bytesOf(n, fetched[n]!), dims: [...fetched[n]!.dims] }));
   let need = 0;
   for (const p of parts) need = alignUp(need) + p.bytes.byteLength;
   if (need > LARGE_ARENA) {
-    const moved = transferOutputs(slot, parts, indexes);
+    const moved = transferOutputs(h, slot, parts, indexes);
     if (moved) return moved;
   }
   if (need > arena.byteLength) {
-    arena = arenas[slot] = new SharedArrayBuffer(arenaSize(need));
-    data.port.postMessage({ slot, arena } satisfies ArenaMessage);
-    Atomics.or(controls[slot]!.words, FLAGS, FLAG_NEW_ARENA);
+    arena = h.arenas[slot] = new SharedArrayBuffer(arenaSize(need));
+    h.port.postMessage({ slot, arena } satisfies ArenaMessage);
+    Atomics.or(h.controls[slot]!.words, FLAGS, FLAG_NEW_ARENA);
   }
   const out = new Uint8Array(arena);
   let off = 0;
@@ -159,6 +172,7 @@ function placeOutputs(slot: number, names: string[], fetched: ort.InferenceSessi
  * each owns its memory alone; undefined when they cannot go that way.
  */
 function transferOutputs(
+  h: Hosted,
   slot: number,
   parts: { datatype: DataType; bytes: Uint8Array; dims: number[] }[],
   indexes: number[],
@@ -175,26 +189,27 @@ function transferOutputs(
     byteLength: p.bytes.byteLength,
   }));
   try {
-    data.port.postMessage({ slot, outputs: buffers as ArrayBuffer[] } satisfies ArenaMessage, buffers as ArrayBuffer[]);
+    h.port.postMessage({ slot, outputs: buffers as ArrayBuffer[] } satisfies ArenaMessage, buffers as ArrayBuffer[]);
   } catch {
     return undefined; // not transferable (memory onnxruntime keeps): copied into the arena instead
   }
-  Atomics.or(controls[slot]!.words, FLAGS, FLAG_NEW_ARENA | FLAG_OUTPUTS_TRANSFERRED);
+  Atomics.or(h.controls[slot]!.words, FLAGS, FLAG_NEW_ARENA | FLAG_OUTPUTS_TRANSFERRED);
   return descs;
 }
 
-async function exec(session: ort.InferenceSession, slot: number, cmd: ExecCommand): Promise<void> {
+async function exec(h: Hosted, slot: number, cmd: ExecCommand): Promise<void> {
+  const session = h.session;
   const t0 = process.hrtime.bigint();
-  const own = ownInputs[slot];
-  ownInputs[slot] = undefined;
+  const own = h.ownInputs[slot];
+  h.ownInputs[slot] = undefined;
   const feeds = toTensors(session, cmd.inputs, own);
   const names = cmd.outputs.map((i) => session.outputNames[i]!);
   const t1 = process.hrtime.bigint();
   const fetched = await session.run(feeds, names);
   const t2 = process.hrtime.bigint();
-  const outputs = placeOutputs(slot, names, fetched, cmd.outputs);
+  const outputs = placeOutputs(h, slot, names, fetched, cmd.outputs);
   const t3 = process.hrtime.bigint();
-  controls[slot]!.writeReply({
+  h.controls[slot]!.writeReply({
     outputs,
     startNs: Number(t0),
     computeInputNs: Number(t1 - t0),
@@ -203,7 +218,8 @@ async function exec(session: ort.InferenceSession, slot: number, cmd: ExecComman
   });
 }
 
-async function main(): Promise<void> {
+async function open(msg: Extract<ToWorker, { type: 'open' }>): Promise<void> {
+  const settings = msg.settings;
   const options: ort.InferenceSession.SessionOptions = {
     intraOpNumThreads: settings.intraOpThreads,
     interOpNumThreads: settings.interOpThreads,
@@ -215,49 +231,93 @@ async function main(): Promise<void> {
   try {
     session = await ort.InferenceSession.create(settings.modelPath, options);
   } catch (e) {
-    post({ type: 'init-error', message: e instanceof Error ? e.message : String(e) });
+    msg.port.close();
+    post({ type: 'init-error', id: msg.id, message: e instanceof Error ? e.message : String(e) });
     return;
   }
+  hosted.set(msg.id, {
+    id: msg.id,
+    model: path.basename(path.dirname(path.dirname(settings.modelPath))),
+    session,
+    controls: Control.slots(SLOTS, msg.controls),
+    arenas: [...msg.arenas],
+    port: msg.port,
+    ownInputs: [],
+    next: 1,
+  });
   post({
     type: 'ready',
+    id: msg.id,
     signature: { inputs: sessionSignature(session.inputMetadata), outputs: sessionSignature(session.outputMetadata) },
   });
+}
 
-  // Commands run in submission order: sequence number `next` is in slot next % SLOTS.
-  const door = controls[0]!.words;
-  for (let next = 1; ; next++) {
-    // Atomics.wait can return before the value changes (V8 wakes waiters to run interrupts).
-    while (Atomics.load(door, DOORBELL) < next) Atomics.wait(door, DOORBELL, next - 1);
-    const slot = next % SLOTS;
-    const control = controls[slot]!;
-    const words = control.words;
-    if (Atomics.load(words, OP) === OP_CLOSE) break;
-    if (Atomics.load(words, FLAGS) & FLAG_NEW_ARENA) takeArenas();
-    Atomics.store(words, FLAGS, 0);
-    arena = arenas[slot]!;
-    if (Atomics.compareExchange(words, OP, OP_EXEC, OP_TAKEN) !== OP_EXEC) {
-      // Withdrawn by the main thread before it started (its request was cancelled).
-      Atomics.store(words, STATUS, STATUS_WITHDRAWN);
-    } else {
-      if (killRequested()) process.exit(70); // ends this thread only
-      try {
-        await exec(session, slot, control.readCommand());
-        Atomics.store(words, STATUS, STATUS_OK);
-      } catch (e) {
-        control.writeError(e instanceof Error ? e.message : String(e));
-        Atomics.store(words, STATUS, STATUS_ERROR);
-      }
-    }
-    // The main thread keeps a large arena as the outputs and sends a small one for the slot's
-    // next command; dropping ours (and a large input copy) lets the memory go once they are answered.
-    if (arena.byteLength > LARGE_ARENA) arena = arenas[slot] = new SharedArrayBuffer(0);
-    ownInputs[slot] = undefined; // a withdrawn command's
-    if (scratch.byteLength > LARGE_ARENA) scratch = new ArrayBuffer(0);
-    Atomics.store(words, REP_SEQ, next);
-    Atomics.store(door, DONE, next);
-    Atomics.notify(door, DONE);
+/** Runs `h`'s next command (its doorbell says it was submitted), or closes it. */
+async function step(h: Hosted): Promise<void> {
+  const slot = h.next % SLOTS;
+  const control = h.controls[slot]!;
+  const words = control.words;
+  if (Atomics.load(words, OP) === OP_CLOSE) {
+    hosted.delete(h.id);
+    await h.session.release().catch(() => undefined);
+    h.port.close();
+    post({ type: 'closed', id: h.id });
+    return;
   }
-  await session.release().catch(() => undefined);
+  if (Atomics.load(words, FLAGS) & FLAG_NEW_ARENA) takeArenas(h);
+  Atomics.store(words, FLAGS, 0);
+  arena = h.arenas[slot]!;
+  if (Atomics.compareExchange(words, OP, OP_EXEC, OP_TAKEN) !== OP_EXEC) {
+    // Withdrawn by the main thread before it started (its request was cancelled).
+    Atomics.store(words, STATUS, STATUS_WITHDRAWN);
+  } else {
+    if (killRequested(h.model)) process.exit(70); // ends this thread only
+    try {
+      await exec(h, slot, control.readCommand());
+      Atomics.store(words, STATUS, STATUS_OK);
+    } catch (e) {
+      control.writeError(e instanceof Error ? e.message : String(e));
+      Atomics.store(words, STATUS, STATUS_ERROR);
+    }
+  }
+  // The main thread keeps a large arena as the outputs and sends a small one for the slot's
+  // next command; dropping ours (and a large input copy) lets the memory go once they are answered.
+  if (arena.byteLength > LARGE_ARENA) arena = h.arenas[slot] = new SharedArrayBuffer(0);
+  h.ownInputs[slot] = undefined; // a withdrawn command's
+  if (scratch.byteLength > LARGE_ARENA) scratch = new ArrayBuffer(0);
+  const door = h.controls[0]!.words;
+  Atomics.store(words, REP_SEQ, h.next);
+  Atomics.store(door, DONE, h.next);
+  Atomics.notify(door, DONE);
+  h.next++;
+}
+
+/**
+ * The worker's loop: whenever the bell rang, take the main thread's messages, then run at most one
+ * command of each session that has one (in the order opened, so a busy session cannot starve the
+ * others), until a pass finds nothing; then sleep on the bell. Commands of one session run in
+ * submission order: sequence number `next` is in slot next % SLOTS.
+ */
+async function main(): Promise<void> {
+  for (;;) {
+    const rung = Atomics.load(bell, 0);
+    let exit = false;
+    for (let m = receiveMessageOnPort(data.port); m; m = receiveMessageOnPort(data.port)) {
+      const msg = m.message as ToWorker;
+      if (msg.type === 'open') await open(msg);
+      else exit = true;
+    }
+    if (exit && !hosted.size) break;
+    let worked = false;
+    for (const h of hosted.values()) {
+      if (Atomics.load(h.controls[0]!.words, DOORBELL) < h.next) continue;
+      worked = true;
+      await step(h);
+    }
+    // Atomics.wait can return before the value changes (V8 wakes waiters to run interrupts): the
+    // next pass then finds nothing and waits again.
+    if (!worked) Atomics.wait(bell, 0, rung);
+  }
   data.port.close();
 }
 
