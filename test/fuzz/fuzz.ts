@@ -11,13 +11,14 @@ import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { gzipSync } from 'node:zlib';
 import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
+import type * as protoLoader from '@grpc/proto-loader';
 import type { FastifyInstance } from 'fastify';
 import { toTritonConfigJson } from '../../src/config/config_json.js';
 import { parseModelConfigText } from '../../src/config/pbtxt.js';
+import { loadProtos } from '../../src/frontends/grpc/proto.js';
 import { type GrpcServer, startGrpcServer } from '../../src/frontends/grpc/server.js';
 import { buildHttpServer } from '../../src/frontends/http/server.js';
-import { projectRoot, protoDir } from '../../src/kernel/paths.js';
+import { projectRoot } from '../../src/kernel/paths.js';
 import { capturedLogger } from '../helpers/frontends.js';
 import { identityTestModel, SIMPLE_TEST_MODEL, startTestCore } from '../helpers/test_core.js';
 
@@ -420,14 +421,7 @@ function grpcSeed(raw: boolean): Record<string, unknown> {
 async function fuzzGrpc(rng: Rng, address: string, cases: number): Promise<TargetReport> {
   const r = report('grpc');
   // Loaded here rather than through test/helpers/grpc.ts so that the built runner finds the protos too.
-  const pkg = protoLoader.loadSync(['grpc_service.proto'], {
-    includeDirs: [protoDir()],
-    keepCase: true,
-    longs: String,
-    enums: String,
-    defaults: true,
-    oneofs: true,
-  });
+  const pkg = loadProtos(['grpc_service.proto']);
   const def = pkg['inference.GRPCInferenceService'] as protoLoader.ServiceDefinition;
   const method = def.ModelInfer!;
   const { call, close } = rawInferCall(address);

@@ -2,9 +2,9 @@
 // from the project's proto files with @grpc/proto-loader the way the server loads them (int64 as
 // strings, enums as names). Used by the in-process front-end tests and the integration tests.
 import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
+import type * as protoLoader from '@grpc/proto-loader';
 import { expect } from 'vitest';
-import { PROTO_DIR } from './paths.js';
+import { loadProtos } from '../../src/frontends/grpc/proto.js';
 
 export const status = grpc.status;
 
@@ -40,15 +40,7 @@ let definition: protoLoader.PackageDefinition | undefined;
 
 /** The server's proto files, loaded once as the server loads them (every gRPC test helper uses this). */
 export function packageDefinition(): protoLoader.PackageDefinition {
-  definition ??= protoLoader.loadSync(['grpc_service.proto', 'health.proto'], {
-    includeDirs: [PROTO_DIR],
-    keepCase: true,
-    // Strings keep 64-bit values exact in both directions.
-    longs: String,
-    enums: String,
-    defaults: true,
-    oneofs: true,
-  });
+  definition ??= loadProtos(['grpc_service.proto', 'health.proto']);
   return definition;
 }
 

@@ -9,22 +9,9 @@
  *   node dist/tools/bench/bare_grpc.js [--port 0]   # prints "Started GRPCInferenceService at 0.0.0.0:PORT"
  */
 
-import { existsSync } from 'node:fs';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
+import { loadProtos } from '../../src/frontends/grpc/proto.js';
 import { Counters, config, MODEL, metadata, parsePort, sumAndDiff, VERSION } from './simple_model.js';
-
-function protoDir(): string {
-  let dir = path.dirname(fileURLToPath(import.meta.url));
-  while (!existsSync(path.join(dir, 'proto', 'grpc_service.proto'))) {
-    const up = path.dirname(dir);
-    if (up === dir) throw new Error('bare-grpc: cannot find proto/grpc_service.proto');
-    dir = up;
-  }
-  return path.join(dir, 'proto');
-}
 
 interface InferRequest {
   model_name: string;
@@ -34,14 +21,7 @@ interface InferRequest {
   raw_input_contents?: Buffer[];
 }
 
-const def = protoLoader.loadSync(['grpc_service.proto'], {
-  includeDirs: [protoDir()],
-  keepCase: true,
-  longs: String,
-  enums: String,
-  defaults: true,
-  oneofs: true,
-});
+const def = loadProtos(['grpc_service.proto']);
 const pkg = grpc.loadPackageDefinition(def) as unknown as { inference: { GRPCInferenceService: grpc.ServiceClientConstructor } };
 
 const counters = new Counters();

@@ -20,7 +20,7 @@ import http from 'node:http';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
+import { loadProtos } from '../../src/frontends/grpc/proto.js';
 
 let MODEL = 'identity_uint8';
 
@@ -178,14 +178,7 @@ async function httpJson(port: number, data: Buffer): Promise<Buffer> {
 }
 
 function grpcClient(port: number): grpc.Client & Record<string, grpc.MethodDefinition<unknown, unknown> | unknown> {
-  const def = protoLoader.loadSync(['grpc_service.proto'], {
-    includeDirs: [path.join(root(), 'proto')],
-    keepCase: true,
-    longs: String,
-    enums: String,
-    defaults: true,
-    oneofs: true,
-  });
+  const def = loadProtos(['grpc_service.proto']);
   const pkg = grpc.loadPackageDefinition(def) as unknown as { inference: { GRPCInferenceService: grpc.ServiceClientConstructor } };
   return new pkg.inference.GRPCInferenceService(`127.0.0.1:${port}`, grpc.credentials.createInsecure(), {
     'grpc.max_receive_message_length': 2 ** 31 - 1,

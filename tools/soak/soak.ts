@@ -17,8 +17,9 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSyn
 import os from 'node:os';
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
-import { projectRoot, protoDir } from '../../src/kernel/paths.js';
+import type * as protoLoader from '@grpc/proto-loader';
+import { loadProtos } from '../../src/frontends/grpc/proto.js';
+import { projectRoot } from '../../src/kernel/paths.js';
 import { buildSimple } from '../onnx/models.js';
 
 /** Growth allowed between the middle and the end of the load (after warm-up). */
@@ -184,13 +185,7 @@ async function httpInfer(base: string, model: string): Promise<Outcome> {
 }
 
 function grpcInferrer(address: string): { infer: (model: string) => Promise<Outcome>; close: () => void } {
-  const pkg = protoLoader.loadSync(['grpc_service.proto'], {
-    includeDirs: [protoDir()],
-    keepCase: true,
-    longs: String,
-    enums: String,
-    defaults: true,
-  });
+  const pkg = loadProtos(['grpc_service.proto']);
   const svc = pkg['inference.GRPCInferenceService'] as protoLoader.ServiceDefinition;
   const m = svc.ModelInfer!;
   const client = new grpc.Client(address, grpc.credentials.createInsecure());

@@ -5,12 +5,26 @@ import { ServalError } from '../../kernel/errors.js';
 import type { InferRequest, InferResponse, Params, ParamValue } from '../../kernel/types.js';
 import type { InferParameter, InferParameter__Output } from './generated/inference/InferParameter.js';
 import type { InferTensorContents__Output } from './generated/inference/InferTensorContents.js';
-import type { ModelInferRequest__Output } from './generated/inference/ModelInferRequest.js';
+import type {
+  _inference_ModelInferRequest_InferInputTensor__Output as InputTensor__Output,
+  ModelInferRequest__Output,
+} from './generated/inference/ModelInferRequest.js';
 import type { ModelInferResponse } from './generated/inference/ModelInferResponse.js';
 
-/** A ModelInferRequest as grpc-js hands it over (proto-loader: defaults on, longs as strings). */
-export type GrpcInferRequest = ModelInferRequest__Output;
-type GrpcTensorContents = Partial<InferTensorContents__Output>;
+/**
+ * A ModelInferRequest in proto-loader's shape (defaults on, longs as strings), as infer_wire.ts
+ * reads it off the wire too, except that its shapes are numbers there.
+ */
+export type GrpcInferRequest = Omit<ModelInferRequest__Output, 'inputs'> & {
+  inputs: (Omit<InputTensor__Output, 'shape' | 'contents'> & { shape: (string | number)[]; contents: GrpcTensorContents | null })[];
+};
+export type GrpcTensorContents = Partial<InferTensorContents__Output> & {
+  /**
+   * `bytes_contents` already serialized (4-byte length, bytes; element after element), as
+   * infer_wire.ts reads them: no Buffer per element for tensors of millions of small strings.
+   */
+  bytes_serialized?: Buffer;
+};
 
 const bad = (msg: string): ServalError => ServalError.invalidArg(msg);
 
@@ -88,7 +102,7 @@ function contentsToRaw(dt: DataType, c: GrpcTensorContents, name: string): Uint8
   if (dt === 'FP16' && hasAny(c)) {
     throw bad(`input '${name}': FP16 data must be sent in raw_input_contents (InferTensorContents has no FP16 field)`);
   }
-  if (dt === 'BYTES') return joinBytes(values as Buffer[]);
+  if (dt === 'BYTES') return c.bytes_serialized ?? joinBytes(values as Buffer[]);
   const out = Buffer.alloc(values.length * elementSize(dt));
   const dv = new DataView(out.buffer, out.byteOffset, out.byteLength);
   const size = elementSize(dt);
@@ -137,7 +151,7 @@ function contentsToRaw(dt: DataType, c: GrpcTensorContents, name: string): Uint8
 }
 
 function hasAny(c: GrpcTensorContents): boolean {
-  return Object.values(c).some((v) => Array.isArray(v) && v.length > 0);
+  return Object.values(c).some((v) => (Array.isArray(v) || v instanceof Uint8Array) && v.length > 0);
 }
 
 export function decodeGrpcInfer(msg: GrpcInferRequest): InferRequest {

@@ -1,12 +1,10 @@
 // The gRPC front-end: inference.GRPCInferenceService and grpc.health.v1.Health over @grpc/grpc-js.
 import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
 import type { CoreApi } from '../../core/api.js';
 import type { ByteBudget } from '../../kernel/byte_budget.js';
 import { Cancellation } from '../../kernel/cancel.js';
 import { asServalError, grpcStatus, ServalError } from '../../kernel/errors.js';
 import type { Logger } from '../../kernel/log.js';
-import { protoDir } from '../../kernel/paths.js';
 import { type Restrictions, restrictedAddService } from '../restricted.js';
 import type { HealthHandlers } from './generated/grpc/health/v1/Health.js';
 import type { HealthCheckRequest__Output } from './generated/grpc/health/v1/HealthCheckRequest.js';
@@ -15,7 +13,6 @@ import type { ProtoGrpcType as HealthProto } from './generated/health.js';
 import type { GRPCInferenceServiceHandlers } from './generated/inference/GRPCInferenceService.js';
 import type { ModelConfig } from './generated/inference/ModelConfig.js';
 import type { ModelConfigRequest__Output } from './generated/inference/ModelConfigRequest.js';
-import type { ModelInferRequest__Output } from './generated/inference/ModelInferRequest.js';
 import type { ModelMetadataRequest__Output } from './generated/inference/ModelMetadataRequest.js';
 import type { ModelReadyRequest__Output } from './generated/inference/ModelReadyRequest.js';
 import type { ModelRepositoryParameter__Output } from './generated/inference/ModelRepositoryParameter.js';
@@ -24,6 +21,8 @@ import type { RepositoryIndexRequest__Output } from './generated/inference/Repos
 import type { RepositoryModelLoadRequest__Output } from './generated/inference/RepositoryModelLoadRequest.js';
 import type { RepositoryModelUnloadRequest__Output } from './generated/inference/RepositoryModelUnloadRequest.js';
 import { decodeGrpcInfer, encodeGrpcInfer } from './infer_codec.js';
+import { readInferRequest, type WireInferRequest, writeInferResponse } from './infer_wire.js';
+import { loadProtos } from './proto.js';
 import { sharedMemoryHandlers } from './shared_memory.js';
 import { streamInfer } from './stream.js';
 import { grpcInferTrace, grpcTraceSending, traceLoggingHandlers } from './trace_logging.js';
@@ -34,16 +33,36 @@ const EMPTY = new Uint8Array(0);
 const MAX_MESSAGE = 2 ** 31 - 1;
 
 function loadDefinitions(): ProtoGrpcType & HealthProto {
-  const def = protoLoader.loadSync(['grpc_service.proto', 'health.proto'], {
-    includeDirs: [protoDir()],
-    keepCase: true,
-    // 64-bit values stay strings so INT64/UINT64 contents and parameters are exact.
-    longs: String,
-    enums: String,
-    defaults: true,
-    oneofs: true,
-  });
+  const def = loadProtos(['grpc_service.proto', 'health.proto']);
   return grpc.loadPackageDefinition(def) as unknown as ProtoGrpcType & HealthProto;
+}
+
+/**
+ * The inference service with its two inference methods read and written by infer_wire.ts rather
+ * than proto-loader's generic codec: the handlers get the message as read (or its wire error) and
+ * give back encoded Buffers.
+ */
+function inferenceService(pkg: ProtoGrpcType): grpc.ServiceDefinition {
+  const base = pkg.inference.GRPCInferenceService.service;
+  const own = <Req, Res>(
+    m: grpc.MethodDefinition<Req, Res>,
+    requestDeserialize: (b: Buffer) => WireInferRequest,
+  ): grpc.MethodDefinition<WireInferRequest, Buffer> => ({
+    ...m,
+    // Only a client would serialize requests; the server never does.
+    requestSerialize: m.requestSerialize as unknown as grpc.serialize<WireInferRequest>,
+    requestDeserialize,
+    responseSerialize: (b: Buffer) => b,
+    responseDeserialize: (b: Buffer) => b,
+  });
+  // A malformed unary request is answered INVALID_ARGUMENT; on a stream, an unreadable message
+  // ends the call (grpc-js answers INTERNAL), since no id can be trusted to answer it in-band.
+  const streamDeserialize = (b: Buffer): WireInferRequest => {
+    const m = readInferRequest(b);
+    if (m.wireError) throw m.wireError;
+    return m;
+  };
+  return { ...base, ModelInfer: own(base.ModelInfer, readInferRequest), ModelStreamInfer: own(base.ModelStreamInfer, streamDeserialize) };
 }
 
 /**
@@ -54,23 +73,29 @@ function loadDefinitions(): ProtoGrpcType & HealthProto {
 function unaryWith(log: Logger) {
   return <Req, Res>(fn: (req: Req, call: grpc.ServerUnaryCall<Req, Res>) => Res | Promise<Res>): grpc.handleUnaryCall<Req, Res> =>
     (call, cb) => {
-      Promise.resolve()
-        .then(() => fn(call.request, call))
-        .then(
-          (res) => cb(null, res),
-          (e: unknown) => {
-            const err = asServalError(e);
-            if (err.code === 'INTERNAL') {
-              const id = (call.request as { id?: unknown } | undefined)?.id;
-              log.error('grpc request failed', {
-                method: call.getPath(),
-                request_id: typeof id === 'string' ? id : undefined,
-                error: e instanceof Error ? (e.stack ?? e.message) : String(e),
-              });
-            }
-            cb(Object.assign(new Error(err.message), { code: grpcStatus(err.code), details: err.message, metadata: new grpc.Metadata() }));
-          },
-        );
+      const fail = (e: unknown): void => {
+        const err = asServalError(e);
+        if (err.code === 'INTERNAL') {
+          const id = (call.request as { id?: unknown } | undefined)?.id;
+          log.error('grpc request failed', {
+            method: call.getPath(),
+            request_id: typeof id === 'string' ? id : undefined,
+            error: e instanceof Error ? (e.stack ?? e.message) : String(e),
+          });
+        }
+        cb(Object.assign(new Error(err.message), { code: grpcStatus(err.code), details: err.message, metadata: new grpc.Metadata() }));
+      };
+      // Called directly, not from a microtask: one promise hop less per request; a synchronous
+      // throw takes the same path as a rejection.
+      let out: Res | Promise<Res>;
+      try {
+        out = fn(call.request, call);
+      } catch (e) {
+        fail(e);
+        return;
+      }
+      if (out instanceof Promise) out.then((res) => cb(null, res), fail);
+      else cb(null, out);
     };
 }
 
@@ -105,32 +130,36 @@ export async function startGrpcServer(
 
   // Every service goes through this: --grpc-restricted-protocol guards its methods by name.
   const addService = restrictedAddService(server, opts.restrictions);
-  addService(pkg.inference.GRPCInferenceService.service, {
-    ServerLive: unary(() => ({ live: core.isLive() })),
-    ServerReady: unary(() => ({ ready: core.isReady() })),
-    ModelReady: unary((r: ModelReadyRequest__Output) => ({ ready: core.isModelReady(r.name, r.version) })),
-    ServerMetadata: unary(() => core.serverMetadata()),
-    ModelMetadata: unary((r: ModelMetadataRequest__Output) => core.modelMetadata(r.name, r.version)),
-    // The config in Triton's JSON form: its keys and enum names are the proto's, so the message
-    // encoder takes it as it is, and both protocols answer from the same object.
-    ModelConfig: unary((r: ModelConfigRequest__Output) => ({ config: core.modelConfig(r.name, r.version) as ModelConfig })),
-    ModelStatistics: unary((r: ModelStatisticsRequest__Output) => ({ model_stats: core.statistics(r.name, r.version) })),
-    RepositoryIndex: unary(async (r: RepositoryIndexRequest__Output) => ({ models: await core.repositoryIndex(r.ready) })),
-    RepositoryModelLoad: unary(async (r: RepositoryModelLoadRequest__Output) => {
-      await core.loadModel(r.model_name, repositoryParams(r.parameters));
-      return {};
-    }),
-    RepositoryModelUnload: unary(async (r: RepositoryModelUnloadRequest__Output) => {
-      await core.unloadModel(r.model_name, repositoryParams(r.parameters));
-      return {};
-    }),
+  addService(inferenceService(pkg), {
+    ...({
+      ServerLive: unary(() => ({ live: core.isLive() })),
+      ServerReady: unary(() => ({ ready: core.isReady() })),
+      ModelReady: unary((r: ModelReadyRequest__Output) => ({ ready: core.isModelReady(r.name, r.version) })),
+      ServerMetadata: unary(() => core.serverMetadata()),
+      ModelMetadata: unary((r: ModelMetadataRequest__Output) => core.modelMetadata(r.name, r.version)),
+      // The config in Triton's JSON form: its keys and enum names are the proto's, so the message
+      // encoder takes it as it is, and both protocols answer from the same object.
+      ModelConfig: unary((r: ModelConfigRequest__Output) => ({ config: core.modelConfig(r.name, r.version) as ModelConfig })),
+      ModelStatistics: unary((r: ModelStatisticsRequest__Output) => ({ model_stats: core.statistics(r.name, r.version) })),
+      RepositoryIndex: unary(async (r: RepositoryIndexRequest__Output) => ({ models: await core.repositoryIndex(r.ready) })),
+      RepositoryModelLoad: unary(async (r: RepositoryModelLoadRequest__Output) => {
+        await core.loadModel(r.model_name, repositoryParams(r.parameters));
+        return {};
+      }),
+      RepositoryModelUnload: unary(async (r: RepositoryModelUnloadRequest__Output) => {
+        await core.unloadModel(r.model_name, repositoryParams(r.parameters));
+        return {};
+      }),
+      ...sharedMemoryHandlers(core, unary),
+      ...traceLoggingHandlers(core, unary),
+    } satisfies Partial<GRPCInferenceServiceHandlers>),
+    // The two inference methods carry infer_wire.ts' messages (see inferenceService).
     ModelStreamInfer: streams.handler,
-    ...sharedMemoryHandlers(core, unary),
-    ...traceLoggingHandlers(core, unary),
-    ModelInfer: unary(async (r: ModelInferRequest__Output, call) => {
+    ModelInfer: unary(async (r: WireInferRequest, call: grpc.ServerUnaryCall<WireInferRequest, Buffer>): Promise<Buffer> => {
+      if (r.wireError) throw r.wireError;
       // grpc-js has buffered the message by now: the budget refuses holding it any longer.
       let held = 0;
-      for (const raw of r.raw_input_contents ?? []) held += raw.byteLength;
+      for (const raw of r.raw_input_contents) held += raw.byteLength;
       const ticket = opts.budget?.admit(held);
       const trace = grpcInferTrace(core, r.model_name);
       try {
@@ -144,9 +173,9 @@ export async function startGrpcServer(
         // response is encoded, so a large request's memory can be freed meanwhile.
         r.raw_input_contents = [];
         for (const inp of req.inputs) inp.data = EMPTY;
-        if (!trace) return encodeGrpcInfer(res);
+        if (!trace) return writeInferResponse(encodeGrpcInfer(res));
         trace.stamp('INFER_RESPONSE_COMPLETE', process.hrtime.bigint());
-        const encoded = encodeGrpcInfer(res);
+        const encoded = writeInferResponse(encodeGrpcInfer(res));
         grpcTraceSending(trace);
         return encoded;
       } catch (e) {
@@ -156,7 +185,7 @@ export async function startGrpcServer(
         ticket?.release();
       }
     }),
-  } satisfies Partial<GRPCInferenceServiceHandlers>);
+  });
 
   addService(pkg.grpc.health.v1.Health.service, {
     Check: unary((r: HealthCheckRequest__Output) => {

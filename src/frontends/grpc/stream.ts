@@ -10,12 +10,12 @@ import { asServalError, ServalError } from '../../kernel/errors.js';
 import type { Logger } from '../../kernel/log.js';
 import type { RequestTrace } from '../../kernel/trace.js';
 import type { InferRequest, InferResponse } from '../../kernel/types.js';
-import type { ModelInferRequest__Output } from './generated/inference/ModelInferRequest.js';
-import type { ModelStreamInferResponse } from './generated/inference/ModelStreamInferResponse.js';
-import { decodeGrpcInfer, encodeGrpcInfer } from './infer_codec.js';
+import { decodeGrpcInfer, encodeGrpcInfer, type GrpcInferRequest } from './infer_codec.js';
+import { type WireInferRequest, writeStreamResponse } from './infer_wire.js';
 import { grpcInferTrace } from './trace_logging.js';
 
-export type StreamInferCall = grpc.ServerDuplexStream<ModelInferRequest__Output, ModelStreamInferResponse>;
+/** Messages as infer_wire.ts reads them (never with wireError here); responses go out already encoded. */
+export type StreamInferCall = grpc.ServerDuplexStream<WireInferRequest, Buffer>;
 
 /** Triton's response parameter flagging the last response of a request. */
 export const FINAL_RESPONSE_PARAM = 'triton_final_response';
@@ -43,7 +43,7 @@ export interface StreamRequest {
 
 export interface StreamInfer {
   /** The ModelStreamInfer method: a plain grpc-js duplex handler, so wrappers can guard it. */
-  handler: grpc.handleBidiStreamingCall<ModelInferRequest__Output, ModelStreamInferResponse>;
+  handler: grpc.handleBidiStreamingCall<WireInferRequest, Buffer>;
   /**
    * Shutdown: stop waiting for clients. Every open stream ends (status OK) as soon as the
    * responses of its in-flight requests are written, an idle one at once; otherwise an open
@@ -53,7 +53,7 @@ export interface StreamInfer {
 }
 
 /** Decodes with the unary codec and takes out the stream-only parameter (Triton does not pass it on). */
-export function decodeStreamRequest(msg: ModelInferRequest__Output): StreamRequest {
+export function decodeStreamRequest(msg: GrpcInferRequest): StreamRequest {
   const req = decodeGrpcInfer(msg);
   const v = req.parameters[EMPTY_FINAL_PARAM];
   if (v === undefined) return { req, emptyFinal: false };
@@ -65,20 +65,20 @@ export function decodeStreamRequest(msg: ModelInferRequest__Output): StreamReque
 }
 
 /** A successful response as Triton streams it: every one carries triton_final_response. */
-function okMessage(res: InferResponse, final: boolean): ModelStreamInferResponse {
+function okMessage(res: InferResponse, final: boolean): Buffer {
   const infer_response = encodeGrpcInfer(res);
   infer_response.parameters = { ...infer_response.parameters, [FINAL_RESPONSE_PARAM]: { bool_param: final } };
-  return { error_message: '', infer_response };
+  return writeStreamResponse({ error_message: '', infer_response });
 }
 
 /** A failed request: Triton clears infer_response and puts back only the id, so the client knows which one failed. */
-function errorMessage(id: string, message: string): ModelStreamInferResponse {
-  return { error_message: message, infer_response: { id } };
+function errorMessage(id: string, message: string): Buffer {
+  return writeStreamResponse({ error_message: message, infer_response: { id } });
 }
 
 /** A request's place in the stream's response order; `trace` when the trace extension sampled it. */
 interface Slot {
-  message: ModelStreamInferResponse | undefined;
+  message: Buffer | undefined;
   trace: RequestTrace | undefined;
 }
 
@@ -104,7 +104,7 @@ class InferStream {
     private readonly onClosed: (s: InferStream) => void,
     private readonly budget?: ByteBudget,
   ) {
-    call.on('data', (msg: ModelInferRequest__Output) => this.onRequest(msg));
+    call.on('data', (msg: WireInferRequest) => this.onRequest(msg));
     // Half-close: answer what is in flight, then end the stream.
     call.on('end', () => {
       this.readEnded = true;
@@ -120,7 +120,7 @@ class InferStream {
     this.maybeEnd();
   }
 
-  private onRequest(msg: ModelInferRequest__Output): void {
+  private onRequest(msg: WireInferRequest): void {
     if (this.closed) return;
     const id = msg.id ?? '';
     const trace = grpcInferTrace(this.core, msg.model_name);
