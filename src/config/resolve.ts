@@ -4,6 +4,7 @@
 import { fromConfigType, toConfigType } from '../kernel/datatypes.js';
 import { ServalError } from '../kernel/errors.js';
 import { toTritonConfigJson } from './config_json.js';
+import { latencyBudgetOf } from './latency_target.js';
 import { resolveRagged } from './ragged.js';
 import type {
   BatchingPolicy,
@@ -144,6 +145,7 @@ function batchingPolicy(name: string, config: ModelConfig): BatchingPolicy {
   const db = config.dynamic_batching;
   const ragged = resolveRagged(config);
   if (!db) {
+    latencyBudgetOf(name, config); // refuses the latency target without dynamic_batching
     return {
       maxBatchSize,
       dynamic: false,
@@ -158,6 +160,7 @@ function batchingPolicy(name: string, config: ModelConfig): BatchingPolicy {
   db.preferred_batch_size ??= [];
   const preferred = db.preferred_batch_size;
   db.max_queue_delay_microseconds ??= 0;
+  const latencyBudget = latencyBudgetOf(name, config);
   const base = {
     maxBatchSize,
     dynamic: true,
@@ -165,6 +168,7 @@ function batchingPolicy(name: string, config: ModelConfig): BatchingPolicy {
     maxQueueDelayNs: Number(db.max_queue_delay_microseconds) * 1000,
     preserveOrdering: db.preserve_ordering ?? false,
     ...(ragged && { ragged }),
+    ...(latencyBudget && { latencyBudget }),
   };
   const levels = Number(db.priority_levels ?? 0);
   const fallback = queuePolicy(db.default_queue_policy);

@@ -53,6 +53,16 @@ export interface BatchingPolicy {
   readonly queue: QueueConfig;
   /** allow_ragged_batch inputs, batch_input and batch_output (absent when the model has none). */
   readonly ragged?: RaggedBatching;
+  /** Serval's latency-budget batching (a p99 target parameter): the queue delay adapts, up to maxQueueDelayNs's bound. */
+  readonly latencyBudget?: LatencyBudgetPolicy;
+}
+
+/** A model's p99 latency target and the bound of its adaptive queue delay (src/config/latency_target.ts). */
+export interface LatencyBudgetPolicy {
+  /** p99 target of a request's server latency (arrival to response), in ns. */
+  readonly targetNs: number;
+  /** The adaptive delay never exceeds this, in ns. */
+  readonly maxDelayNs: number;
 }
 
 /** BatchInput.Kind: a tensor the batcher builds from the batch for the model. */

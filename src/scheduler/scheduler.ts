@@ -9,6 +9,7 @@ import { asServalError, ServalError } from '../kernel/errors.js';
 import type { RequestTrace } from '../kernel/trace.js';
 import type { Params } from '../kernel/types.js';
 import type { FailureReason, ModelStats, RequestTiming } from '../stats/model_stats.js';
+import { LatencyBudget } from './latency_budget.js';
 import { type Entry, PriorityQueue } from './queue.js';
 import { batchInputTensor, raggedLength, scatterBatchOutput } from './ragged.js';
 
@@ -80,6 +81,10 @@ export class Scheduler {
   private timerAt = 0n;
   private closed = false;
   private readonly inflight = new Set<Promise<unknown>>();
+  /** The latency-budget batcher: sets the queue delay when the model has a p99 target. */
+  private readonly budget: LatencyBudget | undefined;
+  /** Batches at least this large are full: a longer delay cannot make them larger. */
+  private readonly fullBatch: number;
 
   constructor(
     instances: readonly ModelInstance[],
@@ -88,6 +93,13 @@ export class Scheduler {
   ) {
     this.busy = new Map(instances.map((i) => [i, 0]));
     this.queue = new PriorityQueue<Queued>(policy.queue);
+    const preferred = policy.preferredBatchSizes.length ? policy.preferredBatchSizes : [policy.maxBatchSize];
+    this.fullBatch = Math.max(1, ...preferred);
+    if (policy.dynamic && policy.latencyBudget) {
+      const budget = new LatencyBudget(policy.latencyBudget, now);
+      this.budget = budget;
+      stats.adaptiveQueueDelayNs = () => budget.delayNs();
+    }
   }
 
   enqueue(req: SchedulerRequest): Promise<ScheduledOutput[]> {
@@ -208,7 +220,9 @@ export class Scheduler {
    * stopped or the batch cannot grow towards a preferred size, else wait out the delay.
    */
   private nextBatch(): Queued[] | undefined {
-    const { dynamic, maxBatchSize, maxQueueDelayNs } = this.policy;
+    const { dynamic, maxBatchSize } = this.policy;
+    // Triton's rule with the latency-budget batcher's delay in place of the configured one.
+    const maxQueueDelayNs = this.budget ? this.budget.delayNs() : this.policy.maxQueueDelayNs;
     const head = this.queue.first()!;
     if (!dynamic || head.req.batchSize === 0) return this.take([head]);
     // Triton fills an empty preferred_batch_size with max_batch_size.
@@ -300,6 +314,7 @@ export class Scheduler {
         result.computeOutputNs,
         instance.placement.name,
       );
+      this.budget?.executed(result.computeInputNs + result.computeInferNs + result.computeOutputNs, this.busy.size);
       perRequest = result.responses
         ? own(result.responses, batch.length)
         : scatter(
@@ -333,6 +348,7 @@ export class Scheduler {
       this.stats.pending -= 1;
       this.stats.recordSuccess(Math.max(1, q.req.batchSize), timing, end);
       q.req.secondaryStats?.recordSuccess(Math.max(1, q.req.batchSize), timing, end);
+      this.budget?.observe(Number(end - q.req.requestStartNs), total >= this.fullBatch);
       // The batch computed the union of its requests' outputs; each gets only its own.
       const all = perRequest[i]!;
       const mine = all.length === q.req.outputs.length ? all : all.filter((o) => q.req.outputs.includes(o.name));

@@ -43,6 +43,8 @@ export class ModelStats {
   readonly cacheMiss = dur();
   /** The response cache serves this version (its config enables it and the server has one). */
   cacheEnabled = false;
+  /** The latency-budget batcher's current queue delay in ns (set only for a model with a p99 target; Serval's own). */
+  adaptiveQueueDelayNs: (() => number) | undefined;
   readonly batches = new Map<number, BatchStat>();
   /** Failed requests by Triton's failure reasons (REJECTED, CANCELED, BACKEND, OTHER). */
   readonly failuresByReason = new Map<FailureReason, number>();

@@ -139,6 +139,21 @@ export function buildRegistry(core: CoreApi, cpu?: CpuSampler): client.Registry 
       for (const mv of versions()) this.set(labelsOf(mv), mv.stats.pending);
     },
   });
+  // Serval's own: the latency-budget batcher's current queue delay (docs/batching.md), only for
+  // models with a p99 target.
+  new client.Gauge({
+    name: 'serval_dynamic_batching_queue_delay_us',
+    help: 'Current queue delay in microseconds chosen by the latency-budget batcher, per-model.',
+    labelNames: ['model', 'version'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const mv of versions()) {
+        const delay = mv.stats.adaptiveQueueDelayNs;
+        if (delay) this.set(labelsOf(mv), delay() / 1000);
+      }
+    },
+  });
 
   // Triton's response cache metrics, for the versions the cache serves (docs/response_cache.md).
   const cacheCounter = (name: string, help: string, read: (row: ModelMetricsRow) => number): void =>
