@@ -1,0 +1,76 @@
+/**
+ * A server's whole process tree from /proc (Linux): MLServer runs inference in worker processes
+ * it spawns, so its memory and CPU are those of the tree, not of the process the benchmark
+ * started. Serval is one process (worker threads), for which the tree is that process.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { taskCpu } from '../procstat.js';
+
+/** `pid` and every descendant of it alive now. */
+export function processTree(pid: number): number[] {
+  const children = new Map<number, number[]>();
+  let entries: string[] = [];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return [pid];
+  }
+  for (const e of entries) {
+    if (!/^\d+$/.test(e)) continue;
+    try {
+      const s = readFileSync(`/proc/${e}/stat`, 'utf8');
+      const ppid = Number(s.slice(s.lastIndexOf(')') + 2).split(' ')[1]);
+      const list = children.get(ppid);
+      if (list) list.push(Number(e));
+      else children.set(ppid, [Number(e)]);
+    } catch {
+      /* exited meanwhile */
+    }
+  }
+  const out: number[] = [];
+  const todo = [pid];
+  while (todo.length) {
+    const p = todo.pop()!;
+    out.push(p);
+    todo.push(...(children.get(p) ?? []));
+  }
+  return out;
+}
+
+/** The value in kB of a `Key:   N kB` line of a /proc status-like file, as bytes (0 when absent). */
+export function kbField(text: string, key: string): number {
+  const m = text.match(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm'));
+  return m ? Number(m[1]) * 1024 : 0;
+}
+
+export interface TreeMemory {
+  rss: number;
+  pss: number;
+  processes: number;
+}
+
+/** Sum of RSS (VmRSS) and PSS (smaps_rollup) over the tree, bytes. */
+export function treeMemory(pid: number): TreeMemory {
+  let rss = 0;
+  let pss = 0;
+  let processes = 0;
+  for (const p of processTree(pid)) {
+    try {
+      rss += kbField(readFileSync(`/proc/${p}/status`, 'utf8'), 'VmRSS');
+      processes++;
+    } catch {
+      continue;
+    }
+    try {
+      pss += kbField(readFileSync(`/proc/${p}/smaps_rollup`, 'utf8'), 'Pss');
+    } catch {
+      /* no smaps_rollup (old kernel) or gone */
+    }
+  }
+  return { rss, pss, processes };
+}
+
+/** utime+stime (jiffies) summed over the tree. */
+export function treeCpu(pid: number): number {
+  return processTree(pid).reduce((a, p) => a + taskCpu(p), 0);
+}
