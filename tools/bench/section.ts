@@ -33,17 +33,19 @@ export function runSection(name: string, main: () => Promise<void>, cleanup: () 
   };
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGTERM', () => stop('SIGTERM'));
-  main().then(
-    () => {
-      cleanup(); // normally nothing is left; a server whose stop failed would keep the process alive
-      process.exit(0);
-    },
-    (e: unknown) => {
-      cleanup();
-      console.error(`${name}: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
-      process.exit(1);
-    },
-  );
+  Promise.resolve()
+    .then(main)
+    .then(
+      () => {
+        cleanup(); // normally nothing is left; a server whose stop failed would keep the process alive
+        process.exit(0);
+      },
+      (e: unknown) => {
+        cleanup();
+        console.error(`${name}: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
+        process.exit(1);
+      },
+    );
 }
 
 export function pkgVersion(name: string): string {
