@@ -102,6 +102,10 @@ function makeRepository(): string {
     const config = simple.config.replace('name: "simple"', `name: "${name}"`).replace('count: 1', `count: ${count}`) + extra;
     writeFileSync(path.join(dir, 'repo', name, 'config.pbtxt'), config);
   }
+  // The killed model's version folder is above shared-model-max-bytes, so its instances get
+  // workers of their own and the kill must leave every other model untouched. (Small models
+  // sharing a worker all fail what that worker was running: test/integration/shared_workers.test.ts.)
+  writeFileSync(path.join(dir, 'repo', 'soak_b', '1', 'padding.bin'), new Uint8Array(512 * 1024));
   return dir;
 }
 
