@@ -27,10 +27,10 @@ const HANG_MS = 10_000;
 
 /**
  * 5xx answers that are documented, not bugs: 501 (Triton's UNSUPPORTED: CUDA shared memory, an
- * unknown Content-Encoding), and grpc-js itself answers INTERNAL for bytes that do not decode as
- * the request message (before any Serval code runs).
+ * unknown Content-Encoding), and INTERNAL for bytes that do not decode as the request message, as
+ * Triton's gRPC C++ server answers them (grpc-js for the other methods, infer_wire.ts for ModelInfer).
  */
-const DOCUMENTED = [/^Error deserializing request/i, /Request message parsing error/i];
+const DOCUMENTED = [/^Error deserializing request/i, /Request message parsing error/i, /^malformed ModelInferRequest: /];
 
 /** mulberry32: small, fast and the same on every platform, so a seed replays a run. */
 export class Rng {

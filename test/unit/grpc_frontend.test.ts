@@ -1,6 +1,7 @@
 // src/frontends/grpc/server.ts in-process: a grpc-js server on 127.0.0.1, port 0, against a real
 // InferenceCore over the test backend (no spawned server, no ONNX Runtime), and against a fake
 // CoreApi for the one error path. test/integration/grpc_api.test.ts drives the same calls end to end.
+import * as grpc from '@grpc/grpc-js';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type GrpcServer, startGrpcServer } from '../../src/frontends/grpc/server.js';
@@ -444,5 +445,33 @@ describe('the one error path, over a fake CoreApi', () => {
       details: "[request id: <id_unknown>] config: bad request for model 'invalid'",
     });
     expect(lines).toEqual([]);
+  });
+});
+
+describe('a ModelInfer message that does not parse', () => {
+  it('is answered INTERNAL (Triton’s gRPC C++ status for an unparseable request) naming the fault; the server keeps serving', async () => {
+    const t = await startTestCore();
+    const { log } = capturedLogger();
+    const g = await startGrpcServer(t.core, log, '127.0.0.1', 0);
+    const raw = new grpc.Client(`127.0.0.1:${g.port}`, grpc.credentials.createInsecure());
+    const client = grpcClient(`127.0.0.1:${g.port}`);
+    try {
+      const same = (b: Buffer) => b;
+      const err = await new Promise<grpc.ServiceError>((resolve, reject) =>
+        raw.makeUnaryRequest('/inference.GRPCInferenceService/ModelInfer', same, same, Buffer.from([0x0a, 0xff, 0xff]), (e) =>
+          e ? resolve(e) : reject(new Error('a malformed message was answered OK')),
+        ),
+      );
+      expect(err.code).toBe(grpc.status.INTERNAL);
+      expect(err.details).toMatch(/^malformed ModelInferRequest: .*truncated varint/);
+      const a = range(16);
+      const res = await client.call<{ raw_output_contents: Buffer[] }>('ModelInfer', simpleGrpcRequest(a, a));
+      expect(fromI32(res.raw_output_contents[0]!)).toEqual(a.map((x) => 2 * x));
+    } finally {
+      raw.close();
+      client.close();
+      g.server.forceShutdown();
+      await t.close();
+    }
   });
 });

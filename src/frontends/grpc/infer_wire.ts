@@ -3,8 +3,9 @@
 // shape proto-loader would (so infer_codec.ts does the rest unchanged) but with numeric shapes,
 // no Long objects and no defaults for absent fields, and raw_input_contents as views of the
 // received message; the writer measures a response first and fills a single Buffer.
-// Malformed input never throws out of grpc-js' deserializer (that would be INTERNAL): the reader
-// hands back the error, and the handler answers INVALID_ARGUMENT.
+// Malformed input never throws out of grpc-js' deserializer: the reader hands back the error and
+// the handler answers it as Triton does (gRPC C++ answers a request that does not parse INTERNAL),
+// with a text saying what is wrong and where.
 import { ServalError } from '../../kernel/errors.js';
 import type { InferParameter, InferParameter__Output } from './generated/inference/InferParameter.js';
 import type { ModelInferResponse } from './generated/inference/ModelInferResponse.js';
@@ -384,7 +385,8 @@ function readOutput(r: Reader): OutputTensor {
 
 /**
  * Reads a ModelInferRequest. Never throws: a malformed message comes back with `wireError`
- * (INVALID_ARGUMENT) and whatever was read before the fault (the id, for a stream's answer).
+ * (INTERNAL, Triton's status for a message that does not parse) and whatever was read before the
+ * fault (the id, for a stream's answer).
  */
 export function readInferRequest(buf: Buffer): WireInferRequest {
   const m: WireInferRequest = {
@@ -434,7 +436,7 @@ export function readInferRequest(buf: Buffer): WireInferRequest {
     }
   } catch (e) {
     if (!(e instanceof Malformed)) throw e;
-    m.wireError = ServalError.invalidArg(`malformed ModelInferRequest: ${e.message} (at byte ${r.pos})`);
+    m.wireError = ServalError.internal(`malformed ModelInferRequest: ${e.message} (at byte ${r.pos})`);
   }
   return m;
 }

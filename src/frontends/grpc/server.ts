@@ -55,8 +55,9 @@ function inferenceService(pkg: ProtoGrpcType): grpc.ServiceDefinition {
     responseSerialize: (b: Buffer) => b,
     responseDeserialize: (b: Buffer) => b,
   });
-  // A malformed unary request is answered INVALID_ARGUMENT; on a stream, an unreadable message
-  // ends the call (grpc-js answers INTERNAL), since no id can be trusted to answer it in-band.
+  // A malformed unary request is answered INTERNAL with the reader's text (Triton's status for a
+  // request that does not parse); on a stream, an unreadable message ends the call (grpc-js
+  // answers INTERNAL), since no id can be trusted to answer it in-band.
   const streamDeserialize = (b: Buffer): WireInferRequest => {
     const m = readInferRequest(b);
     if (m.wireError) throw m.wireError;
