@@ -245,42 +245,28 @@ export class OrtInstance implements ModelInstance {
     if (this.deferred.length >= SLOTS) {
       throw ServalError.internal(`instance ${this.placement.name} already has ${SLOTS} executions`);
     }
-    this.reserved = true;
-    let open = true;
-    const close = (): void => {
-      if (!open) throw ServalError.internal(`a reservation of instance ${this.placement.name} was used twice`);
-      open = false;
-      this.reserved = false;
-    };
     const bytes = new Uint8Array(byteLength);
-    return {
-      buffer: bytes,
-      execute: (layout) => {
-        close();
-        let d!: Deferred;
-        const result = new Promise<ExecResult>((resolve, reject) => {
-          d = { bytes, layout, resolve, reject };
-        });
-        this.deferred.push(d);
-        // The restart may have ended while the caller filled the buffer.
-        if (!this.restarting) this.flushDeferred();
-        return {
-          result,
-          held: true,
-          withdraw: () => {
-            if (d.execution) return d.execution.withdraw();
-            const i = this.deferred.indexOf(d);
-            if (i < 0) return false;
-            this.deferred.splice(i, 1);
-            d.reject(ServalError.cancelled('execution withdrawn before it started'));
-            return true;
-          },
-        };
-      },
-      release: () => {
-        if (open) close();
-      },
-    };
+    return this.reservation(bytes, (layout) => {
+      let d!: Deferred;
+      const result = new Promise<ExecResult>((resolve, reject) => {
+        d = { bytes, layout, resolve, reject };
+      });
+      this.deferred.push(d);
+      // The restart may have ended while the caller filled the buffer.
+      if (!this.restarting) this.flushDeferred();
+      return {
+        result,
+        held: true,
+        withdraw: () => {
+          if (d.execution) return d.execution.withdraw();
+          const i = this.deferred.indexOf(d);
+          if (i < 0) return false;
+          this.deferred.splice(i, 1);
+          d.reject(ServalError.cancelled('execution withdrawn before it started'));
+          return true;
+        },
+      };
+    });
   }
 
   /**
@@ -303,7 +289,7 @@ export class OrtInstance implements ModelInstance {
       this.port.postMessage({ slot, arena: this.arenas[slot] } satisfies ArenaMessage);
       this.arenaSent[slot] = true;
     }
-    return this.reservation(seq, new Uint8Array(this.arenas[slot]!, 0, byteLength), () => undefined);
+    return this.slotReservation(seq, new Uint8Array(this.arenas[slot]!, 0, byteLength), () => undefined);
   }
 
   /**
@@ -312,15 +298,15 @@ export class OrtInstance implements ModelInstance {
    */
   private ownReservation(seq: number, byteLength: number): Reservation {
     const own = new Uint8Array(byteLength);
-    return this.reservation(seq, own, () => {
+    return this.slotReservation(seq, own, () => {
       const slot = seq % SLOTS;
       this.port.postMessage({ slot, input: own.buffer } satisfies ArenaMessage, [own.buffer]);
       this.arenaSent[slot] = true;
     });
   }
 
-  /** The one Reservation shape: used exactly once, by execute() (after `beforeSubmit`) or release(). */
-  private reservation(seq: number, buffer: Uint8Array, beforeSubmit: () => void): Reservation {
+  /** The one Reservation shape: used exactly once, by execute() (which runs `run`) or release(). */
+  private reservation(buffer: Uint8Array, run: (layout: ExecLayout) => Execution): Reservation {
     this.reserved = true;
     let open = true;
     const close = (): void => {
@@ -332,13 +318,20 @@ export class OrtInstance implements ModelInstance {
       buffer,
       execute: (layout) => {
         close();
-        beforeSubmit();
-        return this.submit(seq, layout);
+        return run(layout);
       },
       release: () => {
         if (open) close();
       },
     };
+  }
+
+  /** A reservation that submits as command `seq`, after `beforeSubmit`. */
+  private slotReservation(seq: number, buffer: Uint8Array, beforeSubmit: () => void): Reservation {
+    return this.reservation(buffer, (layout) => {
+      beforeSubmit();
+      return this.submit(seq, layout);
+    });
   }
 
   private submit(seq: number, layout: ExecLayout): Execution {
