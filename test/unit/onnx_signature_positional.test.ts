@@ -6,7 +6,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseOnnxSignature, readOnnxSignature } from '../../src/backends/onnxruntime/signature.js';
 import { projectRoot } from '../../src/kernel/paths.js';
-import { GraphBuilder, modelProtoType } from '../../tools/onnx/builder.js';
+import { weightsListedAsInputs } from '../helpers/onnx_models.js';
 
 const REPO = path.join(projectRoot(), 'model_repository');
 
@@ -27,15 +27,7 @@ describe('readOnnxSignature at positions', () => {
   });
 
   it('skips initializers, sparse ones included, listed among the inputs', async () => {
-    const g = new GraphBuilder('mm');
-    g.input('X', 'float32', ['n', 2]);
-    g.initializer('W', 'float32', [2, 2], Float32Array.from([1, 0, 0, 1]));
-    g.op('MatMul', ['X', 'W'], {}, 'Y');
-    g.output('Y', 'float32', ['n', 2]);
-    const model = g.toModelObject({ irVersion: 3, opset: 9 }) as { graph: { input: unknown[] } };
-    model.graph.input.push({ name: 'W', type: { tensorType: { elemType: 1, shape: { dim: [{ dimValue: 2 }, { dimValue: 2 }] } } } });
-    const T = modelProtoType();
-    const bytes = T.encode(T.fromObject(model)).finish();
+    const bytes = weightsListedAsInputs('mm');
     const dir = mkdtempSync(path.join(os.tmpdir(), 'serval-sig-'));
     const file = path.join(dir, 'model.onnx');
     writeFileSync(file, bytes);
