@@ -469,20 +469,21 @@ class Seeds {
     log(`== study 1: ${this.plan.jobs} jobs, ${this.plan.images} images, ${this.plan.rounds} round(s)`);
     const onnx = path.join(this.modelDir, '1', 'model.onnx');
     const t1 = this.results.study1Threads1t;
-    const local = (threads: number) => (s: { first: number; count: number }) => [
-      '--mode',
-      'local',
-      '--image',
-      IMAGE,
-      '--first',
-      String(s.first),
-      '--count',
-      String(s.count),
-      '--onnx',
-      onnx,
-      '--threads',
-      String(threads),
-    ];
+    // job.py's arguments: the mode, the job's share of the images, then the mode's own.
+    const job =
+      (mode: 'local' | 'served', ...rest: string[]) =>
+      (s: { first: number; count: number }) => [
+        '--mode',
+        mode,
+        '--image',
+        IMAGE,
+        '--first',
+        String(s.first),
+        '--count',
+        String(s.count),
+        ...rest,
+      ];
+    const local = (threads: number) => job('local', '--onnx', onnx, '--threads', String(threads));
     const variants: { key: Study1Key; label: string; suffix?: string; dynamic?: boolean; instances?: number; threads?: number }[] = [
       { key: 'local_default', label: 'local jobs (onnxruntime default threads)', threads: 0 },
       { key: 'local_1t', label: `local jobs (${t1} intra-op thread${t1 > 1 ? 's' : ''} each)`, threads: t1 },
@@ -516,26 +517,7 @@ class Seeds {
           try {
             await sleep(500); // let the load settle before reading the idle RSS
             const model = `resnet50__${v.suffix}`;
-            const run = await this.runJobs(
-              v.key,
-              v.label,
-              round,
-              (s) => [
-                '--mode',
-                'served',
-                '--image',
-                IMAGE,
-                '--first',
-                String(s.first),
-                '--count',
-                String(s.count),
-                '--url',
-                server.http!,
-                '--model',
-                model,
-              ],
-              server,
-            );
+            const run = await this.runJobs(v.key, v.label, round, job('served', '--url', server.http!, '--model', model), server);
             run.serverStartS = startS;
             this.results.study1.push(run);
           } finally {
