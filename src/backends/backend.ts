@@ -97,6 +97,13 @@ export interface ModelInstance {
   readonly capacity: number;
   /** Room for the next execution with `byteLength` bytes of inputs; throws when it has none. */
   reserve(byteLength: number): Reservation;
+  /**
+   * Room for an execution whose inputs already lie in `memory`, which the caller gives up (the
+   * request's own memory, InferRequest.ownMemory): the reservation's buffer is that memory, and
+   * the instance may move it to where the model runs instead of copying it. Undefined when it
+   * would rather have the inputs copied (small executions); throws as reserve() does.
+   */
+  adopt?(memory: ArrayBuffer): Reservation | undefined;
   close(): Promise<void>;
   /** Set by the model version: called each time the instance replaced its dead worker or process. */
   onRestart?: () => void;

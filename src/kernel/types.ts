@@ -41,6 +41,13 @@ export interface InferRequest {
    * core takes from the model config (model/raw_input.ts).
    */
   rawInput?: boolean;
+  /**
+   * Memory that is the request's alone (the received body or message), holding its tensors as
+   * views, that nothing reads once the request is handed to the core. A backend may take it over
+   * (transfer it to where the model runs) instead of copying the tensors; those views are then
+   * empty. A front-end sets it only when no one else keeps a reference to that memory.
+   */
+  ownMemory?: ArrayBuffer;
 }
 
 export interface InferOutputTensor {

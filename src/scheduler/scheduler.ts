@@ -4,7 +4,7 @@
 import type { BatchRequest, ExecLayout, ExecResult, Execution, ModelInstance, Reservation, TensorSlot } from '../backends/backend.js';
 import type { BatchingPolicy, RaggedBatching } from '../config/resolved.js';
 import type { Cancellation } from '../kernel/cancel.js';
-import { type DataType, elementCount } from '../kernel/datatypes.js';
+import { type DataType, elementCount, elementSize } from '../kernel/datatypes.js';
 import { asServalError, ServalError } from '../kernel/errors.js';
 import type { RequestTrace } from '../kernel/trace.js';
 import type { Params } from '../kernel/types.js';
@@ -49,10 +49,12 @@ export interface SchedulerRequest {
   parameters?: Params;
   /** Request parameters sequence_id (0n / '' = none), sequence_start, sequence_end: the sequence batcher's. */
   sequence?: { id: bigint | string; start: boolean; end: boolean };
+  /** The request's own memory its inputs may lie in (InferRequest.ownMemory): an instance may take it over. */
+  ownMemory?: ArrayBuffer;
 }
 
 /** What a batch is assembled from: each request's inputs in the same (model) order. */
-export type BatchInputs = Pick<SchedulerRequest, 'inputs' | 'outputs' | 'id' | 'parameters'>;
+export type BatchInputs = Pick<SchedulerRequest, 'inputs' | 'outputs' | 'id' | 'parameters' | 'ownMemory'>;
 
 interface Queued extends Entry {
   req: SchedulerRequest;
@@ -413,26 +415,20 @@ export function assemble(
     return at;
   });
   const bytes = alloc(size);
-  const requests: BatchRequest[] = reqs.map((r) => ({
-    id: r.id ?? '',
-    parameters: r.parameters ?? {},
-    batchSize: totalBatch > 0 ? (reqs.length === 1 ? totalBatch : (r.inputs[0]?.shape[0] ?? 0)) : 0,
-    inputBytes: r.inputs.map((t) => t.data.byteLength),
-    outputs: r.outputs,
-  }));
+  const requests = batchRequests(reqs, totalBatch);
   const inputs: TensorSlot[] = first.inputs.map((inp, i) => {
     let off = offsets[i]!;
     for (const r of reqs) {
       bytes.set(r.inputs[i]!.data, off);
       off += r.inputs[i]!.data.byteLength;
     }
-    // A ragged input reaches the model as one 1-D tensor of every request's elements.
-    const dims = ragged?.raggedInputs.has(inp.name)
-      ? [raggedLength(reqs, inp.name)]
-      : totalBatch > 0
-        ? [totalBatch, ...inp.shape.slice(1)]
-        : [...inp.shape];
-    return { name: inp.name, datatype: inp.datatype, dims, offset: offsets[i]!, byteLength: off - offsets[i]! };
+    return {
+      name: inp.name,
+      datatype: inp.datatype,
+      dims: batchDims(inp, reqs, totalBatch, ragged),
+      offset: offsets[i]!,
+      byteLength: off - offsets[i]!,
+    };
   });
   extra.forEach((t, k) => {
     bytes.set(t.data, extraOffsets[k]!);
@@ -441,8 +437,88 @@ export function assemble(
   return { data: bytes, inputs, outputs, requests };
 }
 
+/** The batch's requests as a backend that answers each on its own sees them. */
+function batchRequests(reqs: readonly BatchInputs[], totalBatch: number): BatchRequest[] {
+  return reqs.map((r) => ({
+    id: r.id ?? '',
+    parameters: r.parameters ?? {},
+    batchSize: totalBatch > 0 ? (reqs.length === 1 ? totalBatch : (r.inputs[0]?.shape[0] ?? 0)) : 0,
+    inputBytes: r.inputs.map((t) => t.data.byteLength),
+    outputs: r.outputs,
+  }));
+}
+
+/** The shape the model gets for input `inp` of the batch. */
+function batchDims(inp: ScheduledInput, reqs: readonly BatchInputs[], totalBatch: number, ragged: RaggedBatching | undefined): number[] {
+  // A ragged input reaches the model as one 1-D tensor of every request's elements.
+  if (ragged?.raggedInputs.has(inp.name)) return [raggedLength(reqs, inp.name)];
+  return totalBatch > 0 ? [totalBatch, ...inp.shape.slice(1)] : [...inp.shape];
+}
+
+/**
+ * Where each input of a lone request will lie in its own memory once aligned for its element
+ * type (a typed view of misaligned bytes would be a copy in the backend): the offsets, or
+ * undefined when an input is outside that memory or aligning it would overwrite another input.
+ */
+export function adoptedOffsets(inputs: readonly ScheduledInput[], memory: ArrayBuffer): number[] | undefined {
+  if (!inputs.every((t) => t.data.buffer === memory)) return undefined;
+  const order = inputs.map((_, i) => i).sort((a, b) => inputs[a]!.data.byteOffset - inputs[b]!.data.byteOffset);
+  const offsets: number[] = [];
+  let end = 0;
+  for (const i of order) {
+    const t = inputs[i]!;
+    const size = t.datatype === 'BYTES' ? 1 : elementSize(t.datatype);
+    const at = t.data.byteOffset - (t.data.byteOffset % size);
+    if (at < end) return undefined;
+    offsets[i] = at;
+    end = at + t.data.byteLength;
+  }
+  return offsets;
+}
+
+/**
+ * A lone request whose inputs lie in memory of its own runs from that memory, which the
+ * instance takes over (ModelInstance.adopt): the main thread copies none of its inputs.
+ * Undefined when the request or the instance does not allow it.
+ */
+function adopt(
+  instance: ModelInstance,
+  reqs: readonly BatchInputs[],
+  totalBatch: number,
+  ragged: RaggedBatching | undefined,
+): Execution | undefined {
+  const req = reqs[0]!;
+  const memory = req.ownMemory;
+  if (reqs.length !== 1 || !memory || ragged || !instance.adopt) return undefined;
+  const offsets = adoptedOffsets(req.inputs, memory);
+  if (!offsets) return undefined;
+  const reservation = instance.adopt(memory);
+  if (!reservation) return undefined;
+  try {
+    const bytes = new Uint8Array(memory);
+    const inputs: TensorSlot[] = req.inputs.map((inp, i) => {
+      const at = offsets[i]!;
+      // Moved at most a few bytes down, in increasing offset order: nothing still needed is overwritten.
+      if (at !== inp.data.byteOffset) bytes.copyWithin(at, inp.data.byteOffset, inp.data.byteOffset + inp.data.byteLength);
+      return {
+        name: inp.name,
+        datatype: inp.datatype,
+        dims: batchDims(inp, reqs, totalBatch, ragged),
+        offset: at,
+        byteLength: inp.data.byteLength,
+      };
+    });
+    return reservation.execute({ inputs, outputs: req.outputs, requests: batchRequests(reqs, totalBatch) });
+  } catch (e) {
+    reservation.release();
+    throw e;
+  }
+}
+
 /** Assembles a batch straight into a reservation of `instance` and starts it. */
 export function submit(instance: ModelInstance, reqs: readonly BatchInputs[], totalBatch: number, ragged?: RaggedBatching): Execution {
+  const adopted = adopt(instance, reqs, totalBatch, ragged);
+  if (adopted) return adopted;
   let reservation: Reservation | undefined;
   const alloc = (n: number): Uint8Array => {
     reservation = instance.reserve(n);

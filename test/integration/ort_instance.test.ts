@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { INITIAL_ARENA, SLOTS } from '../../src/backends/onnxruntime/channel.js';
+import { INITIAL_ARENA, LARGE_ARENA, SLOTS } from '../../src/backends/onnxruntime/channel.js';
 import { OrtInstance } from '../../src/backends/onnxruntime/instance.js';
 import { GraphBuilder } from '../../tools/onnx/builder.js';
 
@@ -131,6 +131,26 @@ describe('OrtInstance', () => {
       break;
     }
     await run(input(77, 13));
+  });
+
+  it('adopts a large request’s own memory: the worker reads the input where it lies, and the memory leaves this thread', async () => {
+    expect(inst.adopt(new ArrayBuffer(LARGE_ARENA))).toBeUndefined(); // small: copied as usual
+    const n = LARGE_ARENA + 3;
+    const memory = new ArrayBuffer(n + 1000);
+    const x = new Uint8Array(memory, 1000, n);
+    for (let i = 0; i < n; i++) x[i] = (i * 13 + 5) & 255;
+    const want = x.slice();
+    const r = inst.adopt(memory)!;
+    expect(r.buffer.buffer).toBe(memory);
+    const e = r.execute({ inputs: [{ name: 'X', datatype: 'UINT8', dims: [n], offset: 1000, byteLength: n }], outputs: ['Y'] });
+    expect(memory.byteLength).toBe(0); // transferred to the worker, not copied
+    const y = (await e.result).outputs[0]!;
+    expect(y.dims).toEqual([n]);
+    const got = new Float64Array(y.data.buffer, y.data.byteOffset, n);
+    let wrong = 0;
+    for (let i = 0; i < n; i++) if (got[i] !== want[i]) wrong++;
+    expect(wrong).toBe(0);
+    await run(input(50, 14));
   });
 
   it('after close, the worker has exited and executions are refused', async () => {

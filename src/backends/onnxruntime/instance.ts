@@ -240,12 +240,11 @@ export class OrtInstance implements ModelInstance {
     }
   }
 
-  /** A reservation while the worker restarts: the inputs wait in a buffer of their own. */
-  private deferredReservation(byteLength: number): Reservation {
+  /** A reservation while the worker restarts: the inputs wait in `bytes` (a buffer of their own). */
+  private deferredReservation(bytes: Uint8Array): Reservation {
     if (this.deferred.length >= SLOTS) {
       throw ServalError.internal(`instance ${this.placement.name} already has ${SLOTS} executions`);
     }
-    const bytes = new Uint8Array(byteLength);
     return this.reservation(bytes, (layout) => {
       let d!: Deferred;
       const result = new Promise<ExecResult>((resolve, reject) => {
@@ -274,16 +273,11 @@ export class OrtInstance implements ModelInstance {
    * reservation at a time: the next one takes the slot after it.
    */
   reserve(byteLength: number): Reservation {
-    if (this.dead) throw ServalError.internal(this.dead);
-    if (this.reserved) throw ServalError.internal(`instance ${this.placement.name} already has a reservation`);
-    if (this.broken) this.restart(this.broken);
-    if (this.restarting) return this.deferredReservation(byteLength);
-    if (this.submitted - this.consumed >= SLOTS) {
-      throw ServalError.internal(`instance ${this.placement.name} already has ${SLOTS} executions`);
-    }
+    this.checkRoom();
+    if (this.restarting) return this.deferredReservation(new Uint8Array(byteLength));
     const seq = this.submitted + 1;
     const slot = seq % SLOTS;
-    if (byteLength > LARGE_ARENA) return this.ownReservation(seq, byteLength);
+    if (byteLength > LARGE_ARENA) return this.ownReservation(seq, new Uint8Array(byteLength));
     if (byteLength > this.arenas[slot]!.byteLength) {
       this.arenas[slot] = new SharedArrayBuffer(arenaSize(byteLength));
       this.port.postMessage({ slot, arena: this.arenas[slot] } satisfies ArenaMessage);
@@ -293,11 +287,31 @@ export class OrtInstance implements ModelInstance {
   }
 
   /**
+   * A large request's own memory (the received body or message) goes to the worker as it is,
+   * transferred, like the memory of ownReservation: its inputs are not copied on this thread.
+   */
+  adopt(memory: ArrayBuffer): Reservation | undefined {
+    if (memory.byteLength <= LARGE_ARENA) return undefined;
+    this.checkRoom();
+    const own = new Uint8Array(memory);
+    return this.restarting ? this.deferredReservation(own) : this.ownReservation(this.submitted + 1, own);
+  }
+
+  /** Throws unless the instance can take one more reservation now (or restarts its worker for it). */
+  private checkRoom(): void {
+    if (this.dead) throw ServalError.internal(this.dead);
+    if (this.reserved) throw ServalError.internal(`instance ${this.placement.name} already has a reservation`);
+    if (this.broken) this.restart(this.broken);
+    if (!this.restarting && this.submitted - this.consumed >= SLOTS) {
+      throw ServalError.internal(`instance ${this.placement.name} already has ${SLOTS} executions`);
+    }
+  }
+
+  /**
    * A large execution's inputs go in memory of their own, transferred to the worker with the
    * command (channel.ts LARGE_ARENA): no arena grows, and the worker reads them where they are.
    */
-  private ownReservation(seq: number, byteLength: number): Reservation {
-    const own = new Uint8Array(byteLength);
+  private ownReservation(seq: number, own: Uint8Array<ArrayBuffer>): Reservation {
     return this.slotReservation(seq, own, () => {
       const slot = seq % SLOTS;
       this.port.postMessage({ slot, input: own.buffer } satisfies ArenaMessage, [own.buffer]);

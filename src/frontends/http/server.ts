@@ -203,6 +203,11 @@ export function buildHttpServer(core: CoreApi, log: Logger, opts: HttpOptions): 
     const decoded = decodeInferRequest(raw, headerLength, req.params.model, req.params.version ?? '');
     decoded.request.cancellation = cancellation;
     if (trace) decoded.request.trace = trace;
+    // The body is this request's alone and nothing below reads it once answered: its binary
+    // tensors may be handed to the model's worker as they are.
+    if (raw.byteOffset === 0 && raw.byteLength === raw.buffer.byteLength && raw.buffer instanceof ArrayBuffer) {
+      decoded.request.ownMemory = raw.buffer;
+    }
     if (decoded.request.id) inferenceIds.set(req, decoded.request.id);
     const result = await core.infer(decoded.request);
     // Answered: the body and the tensors viewing it are let go before the response is encoded,
