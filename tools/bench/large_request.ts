@@ -212,6 +212,15 @@ export interface CaseResult {
   seconds: number;
   baseRss: number;
   peakRss: number;
+  /** RSS 2 s after the answer: what the request left behind (memory pools, garbage not yet collected). */
+  afterRss: number;
+}
+
+/** The server's peak RSS now, and its RSS once it has had 2 s to settle. */
+async function settle(pid: number): Promise<{ peak: number; after: number }> {
+  const peak = status(pid).hwm;
+  await new Promise((r) => setTimeout(r, 2000));
+  return { peak, after: status(pid).rss };
 }
 
 /** N one-byte BYTES elements, serialized (4-byte length + byte each). */
@@ -281,9 +290,9 @@ async function runCase(protocol: string, size: number, extra: string[], elements
       error = (e as Error).message;
     }
     const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
-    const peak = status(pid).hwm;
+    const { peak, after } = await settle(pid);
     await stopServer(server);
-    return { protocol, size: 5 * elements, ok, ...(error && { error }), seconds, baseRss: base.rss, peakRss: peak };
+    return { protocol, size: 5 * elements, ok, ...(error && { error }), seconds, baseRss: base.rss, peakRss: peak, afterRss: after };
   }
   const data = payload(size, protocol === 'http-json');
   const server = await startServer(Math.max(size * (protocol === 'http-json' ? 3 : 1) + (1 << 20), 64 << 20), extra);
@@ -307,13 +316,14 @@ async function runCase(protocol: string, size: number, extra: string[], elements
   }
   const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
   let peak = 0;
+  let after = 0;
   try {
-    peak = status(pid).hwm;
+    ({ peak, after } = await settle(pid));
   } catch {
     error = `${error ?? ''} (server gone: ${server.child.exitCode ?? server.child.signalCode})`;
   }
   await stopServer(server);
-  return { protocol, size, ok, ...(error && { error }), seconds, baseRss: base.rss, peakRss: peak };
+  return { protocol, size, ok, ...(error && { error }), seconds, baseRss: base.rss, peakRss: peak, afterRss: after };
 }
 
 const MiB = 2 ** 20;
@@ -329,16 +339,16 @@ async function main(): Promise<void> {
   const extra = opt('server-args', '').split(' ').filter(Boolean);
   const elements = parseSize(opt('elements', '0'));
   console.log(
-    '| protocol | payload | ok | time (s) | ms/MB | base RSS (MiB) | peak RSS (MiB) | peak ÷ payload | (peak − base) ÷ payload |',
+    '| protocol | payload | ok | time (s) | ms/MB | base RSS (MiB) | peak RSS (MiB) | peak ÷ payload | (peak − base) ÷ payload | RSS 2 s after (MiB) |',
   );
-  console.log('|---|---|---|---|---|---|---|---|---|');
+  console.log('|---|---|---|---|---|---|---|---|---|---|');
   for (const size of elements ? [5 * elements] : sizes) {
     for (const p of protocols) {
       const r = await runCase(p, size, extra, elements);
       const mb = size / 1e6;
       console.log(
         `| ${r.protocol} | ${(size / MiB).toFixed(0)} MiB | ${r.ok ? 'yes' : `NO: ${r.error}`} | ${r.seconds.toFixed(2)} | ${((r.seconds * 1000) / mb).toFixed(2)} | ` +
-          `${(r.baseRss / MiB).toFixed(0)} | ${(r.peakRss / MiB).toFixed(0)} | ${(r.peakRss / size).toFixed(2)} | ${((r.peakRss - r.baseRss) / size).toFixed(2)} |`,
+          `${(r.baseRss / MiB).toFixed(0)} | ${(r.peakRss / MiB).toFixed(0)} | ${(r.peakRss / size).toFixed(2)} | ${((r.peakRss - r.baseRss) / size).toFixed(2)} | ${(r.afterRss / MiB).toFixed(0)} |`,
       );
     }
   }

@@ -6,7 +6,8 @@ import { readFileSync, unlinkSync } from 'node:fs';
 import path from 'node:path';
 import { type MessagePort, parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
 import ort from 'onnxruntime-node';
-import { bytesToStrings, type DataType, fromOrtType, joinBytes, typedView } from '../../kernel/datatypes.js';
+import { bytesToStrings, type DataType, elementCount, elementSize, fromOrtType, joinBytes, typedView } from '../../kernel/datatypes.js';
+import { freeNow } from '../../kernel/memory.js';
 import {
   alignUp,
   arenaSize,
@@ -30,6 +31,7 @@ import {
   STATUS_WITHDRAWN,
   type TensorDesc,
 } from './channel.js';
+import { type DeclaredDim, knownDims } from './output_shapes.js';
 import type { ArenaMessage, FromWorker, ToWorker, WorkerData } from './protocol.js';
 import { sessionSignature } from './session_signature.js';
 
@@ -49,6 +51,10 @@ interface Hosted {
   ownInputs: (ArrayBuffer | undefined)[];
   /** The sequence number of its next command (slot next % SLOTS). */
   next: number;
+  /** Each input's shape as the model declares it (undefined: not a tensor). */
+  inputShapes: (readonly DeclaredDim[] | undefined)[];
+  /** Each output's type and declared shape (undefined: not a tensor). */
+  outputTypes: ({ type: string; shape: readonly DeclaredDim[] } | undefined)[];
 }
 
 /** By id, in the order opened: the scan order of the loop in main(). */
@@ -197,25 +203,82 @@ function transferOutputs(
   return descs;
 }
 
+/**
+ * Memory of its own for every output of a large execution, when each output's shape is known
+ * before the run (output_shapes.ts): ONNX Runtime then writes the outputs there instead of into
+ * a block of its allocator, which would stay as large as the largest output for good.
+ */
+function preallocate(h: Hosted, cmd: ExecCommand, names: string[]): Record<string, ort.Tensor> | undefined {
+  const inputs = cmd.inputs.map((t) => ({ declared: h.inputShapes[t.index] ?? [], dims: t.dims }));
+  const planned: { name: string; datatype: Exclude<DataType, 'BYTES'>; dims: number[] }[] = [];
+  let total = 0;
+  for (const [k, name] of names.entries()) {
+    const meta = h.outputTypes[cmd.outputs[k]!];
+    const datatype = meta && fromOrtType(meta.type as ort.Tensor.Type);
+    const dims = meta && knownDims(inputs, meta.shape);
+    if (!datatype || datatype === 'BYTES' || !dims) return undefined;
+    planned.push({ name, datatype, dims });
+    total += elementCount(dims) * elementSize(datatype);
+  }
+  if (total <= LARGE_ARENA) return undefined;
+  const out: Record<string, ort.Tensor> = {};
+  for (const p of planned) {
+    const bytes = new Uint8Array(elementCount(p.dims) * elementSize(p.datatype));
+    out[p.name] = new ort.Tensor(ortType(p.datatype), typedView(p.datatype, bytes) as never, p.dims);
+  }
+  return out;
+}
+
+/** Runs the session; into preallocated outputs when there are some and the model's shapes hold. */
+async function run(
+  h: Hosted,
+  feeds: Record<string, ort.Tensor>,
+  names: string[],
+  given: Record<string, ort.Tensor> | undefined,
+): Promise<ort.InferenceSession.ReturnType> {
+  if (given) {
+    try {
+      const got = await h.session.run(feeds, given);
+      // onnxruntime-node (1.30) also returns a copy of each output it wrote into our memory:
+      // ours is the output, the copy goes at once.
+      for (const n of names) {
+        const copy = (got[n]?.data as ArrayBufferView | undefined)?.buffer;
+        if (copy && copy !== (given[n]!.data as ArrayBufferView).buffer) freeNow(copy);
+      }
+      return given;
+    } catch (e) {
+      // The shapes the model declares did not hold for this run: ONNX Runtime allocates instead.
+      if (!/OrtValue provided for output/.test(String((e as Error).message))) throw e;
+    }
+  }
+  return h.session.run(feeds, names);
+}
+
 async function exec(h: Hosted, slot: number, cmd: ExecCommand): Promise<void> {
   const session = h.session;
   const t0 = process.hrtime.bigint();
   const own = h.ownInputs[slot];
   h.ownInputs[slot] = undefined;
-  const feeds = toTensors(session, cmd.inputs, own);
-  const names = cmd.outputs.map((i) => session.outputNames[i]!);
-  const t1 = process.hrtime.bigint();
-  const fetched = await session.run(feeds, names);
-  const t2 = process.hrtime.bigint();
-  const outputs = placeOutputs(h, slot, names, fetched, cmd.outputs);
-  const t3 = process.hrtime.bigint();
-  h.controls[slot]!.writeReply({
-    outputs,
-    startNs: Number(t0),
-    computeInputNs: Number(t1 - t0),
-    computeInferNs: Number(t2 - t1),
-    computeOutputNs: Number(t3 - t2),
-  });
+  try {
+    const feeds = toTensors(session, cmd.inputs, own);
+    const names = cmd.outputs.map((i) => session.outputNames[i]!);
+    const given = own ? preallocate(h, cmd, names) : undefined;
+    const t1 = process.hrtime.bigint();
+    const fetched = await run(h, feeds, names, given);
+    const t2 = process.hrtime.bigint();
+    const outputs = placeOutputs(h, slot, names, fetched, cmd.outputs);
+    const t3 = process.hrtime.bigint();
+    h.controls[slot]!.writeReply({
+      outputs,
+      startNs: Number(t0),
+      computeInputNs: Number(t1 - t0),
+      computeInferNs: Number(t2 - t1),
+      computeOutputNs: Number(t3 - t2),
+    });
+  } finally {
+    // A large execution's own input memory: nothing reads it after the run.
+    if (own) freeNow(own);
+  }
 }
 
 async function open(msg: Extract<ToWorker, { type: 'open' }>): Promise<void> {
@@ -244,6 +307,8 @@ async function open(msg: Extract<ToWorker, { type: 'open' }>): Promise<void> {
     port: msg.port,
     ownInputs: [],
     next: 1,
+    inputShapes: session.inputMetadata.map((m) => (m.isTensor ? m.shape : undefined)),
+    outputTypes: session.outputMetadata.map((m) => (m.isTensor ? { type: m.type, shape: m.shape } : undefined)),
   });
   post({
     type: 'ready',
@@ -283,7 +348,9 @@ async function step(h: Hosted): Promise<void> {
   // The main thread keeps a large arena as the outputs and sends a small one for the slot's
   // next command; dropping ours (and a large input copy) lets the memory go once they are answered.
   if (arena.byteLength > LARGE_ARENA) arena = h.arenas[slot] = new SharedArrayBuffer(0);
-  h.ownInputs[slot] = undefined; // a withdrawn command's
+  const left = h.ownInputs[slot]; // a withdrawn command's
+  h.ownInputs[slot] = undefined;
+  if (left) freeNow(left);
   if (scratch.byteLength > LARGE_ARENA) scratch = new ArrayBuffer(0);
   const door = h.controls[0]!.words;
   Atomics.store(words, REP_SEQ, h.next);
