@@ -70,14 +70,14 @@ export class ModelVersion implements LoadedVersion {
     const completed = opts.autoComplete ? await backend.autoComplete(raw, signature, files) : raw;
     const labels = await readLabels(completed, name, modelDir);
     const config = resolveConfig(completed, { folderName: name, backend, signature, labels });
-    const samples = await warmupRequests(config, modelDir);
     const initialStates = config.sequence ? await readInitialStates(config, modelDir) : undefined;
+    const samples = await warmupRequests(config, modelDir, initialStates);
     const instances = await startInstances(backend, config, files, opts.host).catch((e: unknown) => {
       const why = scrubPaths(e instanceof Error ? e.message : String(e), modelDir);
       throw ServalError.invalidArg(`failed to load '${name}' version ${version}: ${why}`);
     });
     try {
-      await warmUp(config, samples, instances);
+      await warmUp(config, version, samples, instances);
     } catch (e) {
       await Promise.allSettled(instances.map((i) => i.close()));
       throw e;
@@ -181,8 +181,16 @@ async function startInstances(
   return instances;
 }
 
-/** Runs every model_warmup sample `count` times on every instance (Triton warms each instance). */
-async function warmUp(config: ResolvedModelConfig, samples: WarmupSample[], instances: readonly ModelInstance[]): Promise<void> {
+/**
+ * Runs every model_warmup sample `count` times on every instance, straight on the instance as
+ * Triton does (no scheduler, no sequence batcher); a failure fails the load with Triton's text.
+ */
+async function warmUp(
+  config: ResolvedModelConfig,
+  version: number,
+  samples: WarmupSample[],
+  instances: readonly ModelInstance[],
+): Promise<void> {
   await Promise.all(
     instances.map(async (inst) => {
       for (const s of samples) {
@@ -191,7 +199,7 @@ async function warmUp(config: ResolvedModelConfig, samples: WarmupSample[], inst
             await submit(inst, [s.req], s.req.batchSize, config.batching.ragged).result;
           } catch (e) {
             throw ServalError.invalidArg(
-              `model '${config.name}': warmup sample '${s.name}' failed on ${inst.placement.name}: ${(e as Error).message}`,
+              `failed to load '${config.name}' version ${version}: failed to run warmup sample '${s.name}': ${(e as Error).message}; `,
             );
           }
         }

@@ -14,7 +14,13 @@
 //  - the sample is repeated `batch_size` times: Triton sends batch_size requests of batch 1 that
 //    the backend runs as one batch of batch_size. A model that does not batch (max_batch_size 0)
 //    accepts batch_size 1 only (Triton's backends fail "batch size N ..., max allowed is 0");
-//  - `count` (0 = once) is how many times the sample runs.
+//  - `count` (0 = once) is how many times the sample runs;
+//  - a sequence model's sample may also name its control inputs (START, END, READY, CORRID) and
+//    implicit state inputs ("every model input, including control tensors"): Triton adds them
+//    unchecked as override inputs, with a batch dimension of 1 per request when the model batches.
+//    The sample bypasses the sequence batcher (no sequence, slot or state); the ones it leaves out
+//    get the values of a request that is a whole sequence by itself (START, END, READY true,
+//    CORRID 0, the initial state), where Triton would leave them out and the backend would fail.
 //
 // The execution is built like a client request: checked by validate.ts (data types, shapes against
 // the config dims, reshape, BYTES element counts), requesting every output of the model; each run
@@ -28,6 +34,8 @@ import { confinedPath, displayPath } from '../kernel/confine.js';
 import { type DataType, elementCount, elementSize, fromConfigType, splitBytes } from '../kernel/datatypes.js';
 import { ServalError } from '../kernel/errors.js';
 import type { InferInputTensor, InferRequest } from '../kernel/types.js';
+import type { ScheduledInput } from '../scheduler/scheduler.js';
+import { type StateTensor, standaloneSequenceInputs } from '../scheduler/sequence_batcher.js';
 import { type ValidatedRequest, validateRequest } from './validate.js';
 
 /** Triton's kWarmupDataFolder. */
@@ -45,13 +53,18 @@ export interface WarmupSample {
 /**
  * Builds one execution per `model_warmup` sample of a normalised configuration. `modelDir` is the
  * model's directory in the repository (the one holding config.pbtxt and the `warmup` folder).
+ * `initialStates`: a sequence model's data-file initial states (readInitialStates).
  * Throws ServalError (INVALID_ARG) naming the model, the sample and the input on any problem.
  */
-export async function warmupRequests(config: ResolvedModelConfig, modelDir: string): Promise<WarmupSample[]> {
+export async function warmupRequests(
+  config: ResolvedModelConfig,
+  modelDir: string,
+  initialStates?: ReadonlyMap<string, StateTensor>,
+): Promise<WarmupSample[]> {
   const samples: WarmupSample[] = [];
   const list = config.warmup;
   for (let i = 0; i < list.length; i++) {
-    const sample = await buildSample(config, list[i]!, i, modelDir);
+    const sample = await buildSample(config, list[i]!, i, modelDir, initialStates);
     if (sample) samples.push(sample);
   }
   return samples;
@@ -62,6 +75,7 @@ async function buildSample(
   w: ModelWarmup,
   index: number,
   modelDir: string,
+  initialStates: ReadonlyMap<string, StateTensor> | undefined,
 ): Promise<WarmupSample | undefined> {
   const model = config.name;
   const sampleName = w.name ?? '';
@@ -81,9 +95,12 @@ async function buildSample(
 
   const configInputs = config.inputs;
   const warmInputs = Object.entries(w.inputs ?? {});
+  const seq = config.sequence;
+  const seqInputs = seq ? [...seq.controls.map((c) => c.input), ...seq.states.map((s) => s.inputName)] : [];
   for (const [name] of warmInputs) {
-    if (!configInputs.some((c) => c.name === name)) {
-      throw fail(`unknown input '${name}'; the model's inputs are [${configInputs.map((c) => `'${c.name}'`).join(', ')}]`);
+    if (!configInputs.some((c) => c.name === name) && !seqInputs.includes(name)) {
+      const also = seqInputs.length ? ` and its sequence control and state inputs [${seqInputs.map((n) => `'${n}'`).join(', ')}]` : '';
+      throw fail(`unknown input '${name}'; the model's inputs are [${configInputs.map((c) => `'${c.name}'`).join(', ')}]${also}`);
     }
   }
   const missing = configInputs.filter((c) => !c.optional && !warmInputs.some(([n]) => n === c.name));
@@ -92,16 +109,15 @@ async function buildSample(
   }
 
   const inputs: InferInputTensor[] = [];
+  const overrides: ScheduledInput[] = [];
   for (const [name, wi] of warmInputs) {
     const sampleData = await sampleBytes(wi, modelDir, (msg) => fail(`input '${name}': ${msg}`));
     const datatype = fromConfigType(wi.data_type!) as DataType;
     const dims = wi.dims ?? [];
-    inputs.push({
-      name,
-      datatype,
-      shape: maxBatch > 0 ? [batchSize, ...dims] : [...dims],
-      data: repeat(sampleData, batchSize),
-    });
+    const tensor = { name, datatype, shape: maxBatch > 0 ? [batchSize, ...dims] : [...dims], data: repeat(sampleData, batchSize) };
+    // Control and state inputs are not checked against the config (Triton's override inputs).
+    if (seqInputs.includes(name)) overrides.push(tensor);
+    else inputs.push(tensor);
   }
 
   const req: InferRequest = { modelName: model, modelVersion: '', id: '', inputs, parameters: {} };
@@ -111,6 +127,11 @@ async function buildSample(
   } catch (e) {
     if (!(e instanceof ServalError)) throw e;
     throw fail(e.message.replace(/^\[request id: [^\]]*\] /, ''));
+  }
+  if (seq) {
+    const named = new Set(overrides.map((o) => o.name));
+    const seqModel = { name: model, maxBatchSize: maxBatch, policy: seq, ...(initialStates && { initialStates }) };
+    validated.inputs.push(...overrides, ...standaloneSequenceInputs(seqModel, batchSize, named));
   }
   const count = w.count !== undefined && w.count > 0 ? w.count : 1;
   return { name: sampleName, req: validated, count };

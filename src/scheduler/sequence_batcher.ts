@@ -654,6 +654,34 @@ export class SequenceBatcher {
   }
 }
 
+/**
+ * The control and state inputs of a request that is a whole sequence by itself (START, END and
+ * READY true, CORRID 0, every state at its initial value), for `rows` batch rows: what a warm-up
+ * sample runs with for those it does not name. Warm-up bypasses the batcher, as in Triton, so no
+ * slot, sequence or state is touched.
+ */
+export function standaloneSequenceInputs(model: SequenceModel, rows: number, named: ReadonlySet<string>): ScheduledInput[] {
+  const batching = model.maxBatchSize > 0;
+  const out: ScheduledInput[] = [];
+  for (const c of model.policy.controls) {
+    if (named.has(c.input)) continue;
+    const one = c.kind === 'CORRID' ? corrid(c.datatype, 0n) : scalar(c.datatype, c.falseTrue[1]);
+    out.push({ name: c.input, datatype: c.datatype, shape: batching ? [rows, 1] : [1], data: tile(one, rows) });
+  }
+  for (const s of model.policy.states) {
+    if (named.has(s.inputName)) continue;
+    const st = model.initialStates?.get(s.inputName) ?? zeroState(s);
+    out.push({ name: s.inputName, datatype: s.datatype, shape: batching ? [rows, ...st.shape] : [...st.shape], data: tile(st.data, rows) });
+  }
+  return out;
+}
+
+function tile(one: Uint8Array, rows: number): Uint8Array {
+  const out = new Uint8Array(one.byteLength * rows);
+  for (let i = 0; i < rows; i++) out.set(one, i * one.byteLength);
+  return out;
+}
+
 /** A state's zeros for a sequence's first request (BYTES: empty strings). */
 function zeroState(s: SequenceStateConfig): StateTensor {
   const shape = s.initial.dims;
