@@ -1,11 +1,13 @@
 // ModelStreamInfer (src/frontends/grpc/stream.ts) in-process: a grpc-js server on port 0 over a
 // fake core whose requests the test completes (or fails) one by one, so every ordering below is
 // forced by the test, never by timing. test/integration/grpc_stream.test.ts runs the real server.
+import * as grpc from '@grpc/grpc-js';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { CoreApi } from '../../src/core/api.js';
 import { type GrpcServer, startGrpcServer } from '../../src/frontends/grpc/server.js';
+import { GRPC_ERROR_HEADER } from '../../src/frontends/grpc/stream.js';
 import type { DataType } from '../../src/kernel/datatypes.js';
-import { ServalError } from '../../src/kernel/errors.js';
+import { grpcStatus, ServalError } from '../../src/kernel/errors.js';
 import type { InferRequest, InferResponse } from '../../src/kernel/types.js';
 import { capturedLogger, errorLines, fakeCore } from '../helpers/frontends.js';
 import { status } from '../helpers/grpc.js';
@@ -324,5 +326,157 @@ describe('gRPC ModelStreamInfer', () => {
     const r = await stream.waitFor(2);
     expect(okValues(r[0]!, '')).toEqual([4]);
     expectFailed(r[1]!, '', UNKNOWN('no_such_model'));
+  });
+});
+
+/** Stream-opening metadata carrying Triton's `triton_grpc_error` header with `value`. */
+function grpcErrorHeader(value: string): grpc.Metadata {
+  const md = new grpc.Metadata();
+  md.set(GRPC_ERROR_HEADER, value);
+  return md;
+}
+
+describe('gRPC ModelStreamInfer with the triton_grpc_error header', () => {
+  let g: GrpcServer;
+  let lines: string[];
+  let fake: ReturnType<typeof controlledCore>;
+  const streams: InferStreamClient[] = [];
+  const open = (value?: string): InferStreamClient => {
+    const s = openInferStream(`127.0.0.1:${g.port}`, value === undefined ? undefined : grpcErrorHeader(value));
+    streams.push(s);
+    return s;
+  };
+
+  beforeEach(async () => {
+    fake = controlledCore();
+    const logged = capturedLogger();
+    lines = logged.lines;
+    g = await startGrpcServer(fake.core, logged.log, '127.0.0.1', 0);
+  });
+  afterEach(() => {
+    for (const s of streams.splice(0)) s.close();
+    g.server.forceShutdown();
+  });
+
+  // Triton compares the header's value with "true" exactly; anything else is the default mode.
+  for (const value of [undefined, 'false', 'True', '1', '']) {
+    it(`header ${value === undefined ? 'absent' : `'${value}'`}: the core's errors stay in-band and the stream goes on`, async () => {
+      const s = open(value);
+      s.send(request('invalid', 'bad', [1]));
+      s.send(request('no_such_model', 'lost', [2]));
+      s.send(request('echo', 'ok', [3]));
+      const r = await s.waitFor(3);
+      expectFailed(r[0]!, 'bad', "[request id: <id_unknown>] infer: bad request for model 'invalid'");
+      expectFailed(r[1]!, 'lost', UNKNOWN('no_such_model'));
+      expect(okValues(r[2]!, 'ok')).toEqual([3]);
+      s.end();
+      expect((await s.status).code).toBe(status.OK);
+    });
+  }
+
+  // Each kind of core error ends its stream with the code of the one status table, and its message.
+  const cases: [model: string, error: ServalError | Error, code: number, message: string][] = [
+    ['invalid', ServalError.invalidArg('x'), status.INVALID_ARGUMENT, "[request id: <id_unknown>] infer: bad request for model 'invalid'"],
+    ['no_such_model', ServalError.notFound('x'), status.NOT_FOUND, UNKNOWN('no_such_model')],
+    ['busy', ServalError.unavailable('x'), status.UNAVAILABLE, 'Exceeds maximum queue size'],
+    ['unsupported', ServalError.unsupported('x'), status.UNIMPLEMENTED, 'infer: not supported by the fake core'],
+    ['boom', new Error('boom'), status.INTERNAL, 'boom'],
+    ['boom_async', new Error('boom'), status.INTERNAL, 'boom'],
+  ];
+  for (const [model, error, code, message] of cases) {
+    it(`'true': a request failing like '${model}' ends the stream with gRPC status ${code} and the error's message`, async () => {
+      // The mapping under test is the one table's, not a second one.
+      expect(grpcStatus(error instanceof ServalError ? error.code : 'INTERNAL')).toBe(code);
+      const s = open('true');
+      s.send(request('echo', 'first', [1]));
+      await s.waitFor(1);
+      s.send(request(model, 'failing', [2]));
+      const st = await s.status;
+      expect(st.code).toBe(code);
+      expect(st.details).toBe(message);
+      // The response written before the error reached the client; the error itself is not in-band.
+      expect(s.replies).toHaveLength(1);
+      expect(okValues(s.replies[0]!, 'first')).toEqual([1]);
+      // An unexpected fault is still logged with its request id.
+      expect(errorLines(lines)).toHaveLength(code === status.INTERNAL ? 1 : 0);
+      if (code === status.INTERNAL) expect(errorLines(lines)[0]).toMatch(/request_id=failing /);
+    });
+  }
+
+  it('the first failure ends the stream at once: requests still in the core are cancelled, unsent answers dropped', async () => {
+    const s = open('true');
+    s.send(request('echo', 'done', [0]));
+    await s.waitFor(1);
+    for (const i of range(4)) s.send(request('hold', `h${i}`, [i]));
+    await until(() => fake.held.length === 4, 'four requests in the core');
+    // h3 is answered but waits behind h0 (request order); h2 then fails in the core.
+    fake.held[3]!.complete();
+    fake.held[2]!.fail(ServalError.invalidArg('the model refused h2'));
+    const st = await s.status;
+    expect(st.code).toBe(status.INVALID_ARGUMENT);
+    expect(st.details).toBe('the model refused h2');
+    // As Triton cancels a finished stream's requests in the core.
+    await until(() => fake.held[0]!.cancelled && fake.held[1]!.cancelled, 'the pending requests cancelled');
+    expect(fake.held.map((h) => h.req.cancellation?.cancelled)).toEqual([true, true, false, false]);
+    // Only what was written before the failure reached the client: not h3's answer.
+    expect(s.replies.map((r) => r.infer_response?.id)).toEqual(['done']);
+    // Cancelled requests do not add anything (the stream is gone), nor is anything logged.
+    await new Promise((r) => setImmediate(r));
+    expect(lines).toEqual([]);
+  });
+
+  it('requests the front-end cannot read stay in-band, as Triton answers errors found before the core', async () => {
+    const s = open('true');
+    s.send({ model_name: 'echo', id: 'm1', inputs: [{ name: 'A', datatype: 'INT33', shape: [1], contents: { int_contents: [1] } }] });
+    s.send(request('echo', 'm2', [1], { parameters: { triton_enable_empty_final_response: { string_param: 'yes' } } }));
+    s.send(request('echo', 'good', [7]));
+    const r = await s.waitFor(3);
+    expectFailed(r[0]!, 'm1', "input 'A' has unknown datatype 'INT33'");
+    expectFailed(r[1]!, 'm2', "invalid value type for 'triton_enable_empty_final_response' parameter, expected bool_param.");
+    expect(okValues(r[2]!, 'good')).toEqual([7]);
+    // The stream is still in the header's mode: the core's first error ends it.
+    s.send(request('busy', 'full', [8]));
+    const st = await s.status;
+    expect(st.code).toBe(status.UNAVAILABLE);
+    expect(st.details).toBe('Exceeds maximum queue size');
+    expect(s.replies).toHaveLength(3);
+  });
+
+  it('a failed stream leaves the others alone: one in the default mode on the same server goes on', async () => {
+    const strict = open('true');
+    const plain = open();
+    strict.send(request('hold', 's0', [1]));
+    plain.send(request('hold', 'p0', [2]));
+    await until(() => fake.held.length === 2, 'both requests in the core');
+    // Two connections: which request reached the core first is not fixed.
+    const held = (id: string): Held => fake.held.find((h) => h.req.id === id)!;
+    strict.send(request('invalid', 's1', [3]));
+    expect((await strict.status).code).toBe(status.INVALID_ARGUMENT);
+    await until(() => held('s0').cancelled, 'the strict stream’s request cancelled');
+    expect(held('p0').cancelled).toBe(false);
+    held('p0').complete();
+    plain.send(request('invalid', 'p1', [4]));
+    const r = await plain.waitFor(2);
+    expect(okValues(r[0]!, 'p0')).toEqual([2]);
+    expectFailed(r[1]!, 'p1', "[request id: <id_unknown>] infer: bad request for model 'invalid'");
+    // A new stream with the header works from the start.
+    const again = open('true');
+    again.send(request('echo', 'again', [5]));
+    const [a] = await again.waitFor(1);
+    expect(okValues(a!, 'again')).toEqual([5]);
+    again.end();
+    plain.end();
+    expect((await again.status).code).toBe(status.OK);
+    expect((await plain.status).code).toBe(status.OK);
+  });
+
+  it('without errors, a stream with the header half-closes and ends OK like any other', async () => {
+    const s = open('true');
+    for (const i of range(3)) s.send(request('hold', `h${i}`, [i]));
+    await until(() => fake.held.length === 3, 'three requests in the core');
+    s.end();
+    for (const h of [...fake.held].reverse()) h.complete();
+    expect((await s.status).code).toBe(status.OK);
+    expect(s.replies.map((r) => r.infer_response?.id)).toEqual(['h0', 'h1', 'h2']);
   });
 });

@@ -2,11 +2,13 @@
 // answered in-band by a ModelStreamInferResponse carrying the request's id; a failed request gets
 // `error_message` and the stream goes on. Requests take the unary path: the same codec, then
 // core.infer (scheduler, dynamic batcher), several in flight at once.
+// A client that opens the stream with the header `triton_grpc_error: true` gets Triton's other
+// mode instead: the first request the core fails ends the stream with that error's status.
 import type * as grpc from '@grpc/grpc-js';
 import type { CoreApi } from '../../core/api.js';
 import type { BudgetTicket, ByteBudget } from '../../kernel/byte_budget.js';
 import { Cancellation } from '../../kernel/cancel.js';
-import { asServalError, ServalError } from '../../kernel/errors.js';
+import { asServalError, grpcStatus, ServalError } from '../../kernel/errors.js';
 import type { Logger } from '../../kernel/log.js';
 import type { RequestTrace } from '../../kernel/trace.js';
 import type { InferRequest, InferResponse } from '../../kernel/types.js';
@@ -21,6 +23,11 @@ export type StreamInferCall = grpc.ServerDuplexStream<WireInferRequest, Buffer>;
 export const FINAL_RESPONSE_PARAM = 'triton_final_response';
 /** Triton's request parameter asking for an empty final response (decoupled models). */
 export const EMPTY_FINAL_PARAM = 'triton_enable_empty_final_response';
+/**
+ * Triton's stream-opening header: exactly `true` (Triton compares the string as is, so `True` or
+ * `1` leave the default mode) makes errors end the stream with their gRPC status.
+ */
+export const GRPC_ERROR_HEADER = 'triton_grpc_error';
 
 /**
  * Where the responses of one request go. A model that is not decoupled answers exactly once,
@@ -30,8 +37,11 @@ export const EMPTY_FINAL_PARAM = 'triton_enable_empty_final_response';
  */
 export interface ResponseSink {
   response(res: InferResponse, final: boolean): void;
-  /** The request failed; nothing follows. */
-  error(e: unknown): void;
+  /**
+   * The request failed; nothing follows. `fromCore`: the core's answer rather than the front-end's
+   * refusal of a request it could not read, which Triton answers in-band in either mode.
+   */
+  error(e: unknown, fromCore?: boolean): void;
 }
 
 /** A request read off a stream, with the stream-only options Triton's front-end takes out of it. */
@@ -96,6 +106,8 @@ class InferStream {
   private readEnded = false;
   private draining = false;
   private closed = false;
+  /** The client opened the stream with `triton_grpc_error: true`. */
+  private readonly grpcErrors: boolean;
 
   constructor(
     private readonly call: StreamInferCall,
@@ -104,6 +116,8 @@ class InferStream {
     private readonly onClosed: (s: InferStream) => void,
     private readonly budget?: ByteBudget,
   ) {
+    // Read once, when the stream opens, as Triton does.
+    this.grpcErrors = call.metadata.get(GRPC_ERROR_HEADER)[0] === 'true';
     call.on('data', (msg: WireInferRequest) => this.onRequest(msg));
     // Half-close: answer what is in flight, then end the stream.
     call.on('end', () => {
@@ -152,7 +166,7 @@ class InferStream {
     } catch (e) {
       // A CoreApi may throw rather than reject; either way it is this request's answer.
       ticket?.release();
-      sink.error(e);
+      sink.error(e, true);
       return;
     }
     this.inflight.add(cancellation);
@@ -165,7 +179,7 @@ class InferStream {
       (e: unknown) => {
         this.inflight.delete(cancellation);
         ticket?.release();
-        sink.error(e);
+        sink.error(e, true);
       },
     );
   }
@@ -179,7 +193,7 @@ class InferStream {
         slot.message = okMessage(res, final);
         this.settled(slot);
       },
-      error: (e) => {
+      error: (e, fromCore = false) => {
         const err = asServalError(e);
         if (err.code === 'INTERNAL') {
           this.log.error('grpc request failed', {
@@ -187,6 +201,11 @@ class InferStream {
             request_id: id,
             error: e instanceof Error ? (e.stack ?? e.message) : String(e),
           });
+        }
+        if (fromCore && this.grpcErrors && !this.closed) {
+          slot.trace?.end();
+          this.fail(err);
+          return;
         }
         slot.message = errorMessage(id, err.message);
         this.settled(slot);
@@ -220,6 +239,19 @@ class InferStream {
     this.closed = true;
     this.onClosed(this);
     this.call.end();
+  }
+
+  /**
+   * triton_grpc_error mode: the first failure ends the stream at once with its status, as Triton
+   * finishes the call from the failed request's callback: responses not yet written (even ones
+   * waiting behind an earlier request) are dropped, the requests still in the core are cancelled,
+   * and requests read after it are not processed.
+   */
+  private fail(err: ServalError): void {
+    this.abort();
+    // grpc-js ends the call with an error's code and details (its own 'error' listener); ours
+    // finds the stream already closed.
+    this.call.emit('error', Object.assign(new Error(err.message), { code: grpcStatus(err.code), details: err.message }));
   }
 
   /** The client cancelled or the call failed: drop what is still queued; nothing more is written. */
