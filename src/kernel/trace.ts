@@ -37,6 +37,11 @@ export interface RequestTrace {
   stamp(activity: TraceActivity, ns: bigint): void;
   /** Records a tensor (TENSORS level): raw bytes as the request or the model has them. */
   tensor(activity: TensorActivity, name: string, datatype: string, shape: readonly number[], data: Uint8Array): void;
+  /**
+   * A trace for a request this one makes to another model (an ensemble step): Triton's child
+   * trace, with the next id, this trace's id as its parent, this level, written with this trace.
+   */
+  child(): RequestTrace;
   /** The request is done (answered, failed or abandoned): the trace is written. Idempotent. */
   end(): void;
 }

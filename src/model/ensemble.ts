@@ -25,6 +25,7 @@ import { asServalError, ServalError } from '../kernel/errors.js';
 import type { InferInputTensor, InferOutputTensor, InferRequest, InferResponse, Params } from '../kernel/types.js';
 import { ModelStats, type RequestTiming } from '../stats/model_stats.js';
 import { throughCache } from './cache_path.js';
+import { runStep, traceTensors } from './ensemble_trace.js';
 import type { LoadedVersion, VersionLookup } from './loaded_version.js';
 import { readLabels } from './model_version.js';
 import { classify } from './outputs.js';
@@ -286,6 +287,7 @@ export class EnsembleVersion implements LoadedVersion {
     const v = validateRequest(req, this.config);
     const queueStartNs = now();
     req.trace?.stamp('QUEUE_START', queueStartNs);
+    traceTensors(req.trace, 'TENSOR_QUEUE_INPUT', req.inputs);
     // The composing requests' times, summed: the ensemble's compute times (Triton's context aggregator).
     const steps = new ModelStats();
     this.stats.pending += 1;
@@ -305,7 +307,7 @@ export class EnsembleVersion implements LoadedVersion {
           models: targets.map((t) => t.config),
           inputs,
           wanted: v.outputs,
-          call: (i, stepReq) => this.limiters[i]!.run(() => targets[i]!.infer(stepReq, now(), steps)),
+          call: (i, stepReq) => this.limiters[i]!.run(() => runStep(targets[i]!, stepReq, req.trace, steps)),
           cancellation: req.cancellation,
         });
       } catch (e) {
@@ -338,6 +340,7 @@ export class EnsembleVersion implements LoadedVersion {
       this.stats.recordSuccess(batch, timing, end);
       this.stats.recordExecution(batch, timing.computeInputNs, timing.computeInferNs, timing.computeOutputNs);
       secondaryStats?.recordSuccess(batch, timing, end);
+      traceTensors(req.trace, 'TENSOR_BACKEND_OUTPUT', outputs);
       return { modelName: this.name, modelVersion: String(this.version), id: req.id, outputs };
     } catch (e) {
       this.stats.recordFailure(requestStartNs, now(), 'OTHER');

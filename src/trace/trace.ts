@@ -1,7 +1,12 @@
 // One sampled request's trace. Records are kept as Triton's TraceManager writes them, in the
 // order they were captured: the model record, then one object per timestamp
 // ({"id":N,"timestamps":[{"name":...,"ns":...}]}), and with the TENSORS level one object per tensor.
-// When the request is done the records go to the trace setting that sampled it.
+// The requests an ensemble makes to its steps get child traces (Triton's SpawnChildTrace): the
+// next id, the parent's id as "parent_id" in their model record, the same level. A sampled trace
+// and its children are one group, as in Triton's tracer: written together, once all have ended,
+// each trace's records in one run (the sampled trace first, then the children as they started;
+// Triton keeps them in an unordered map, so readers group by id), and counted as one trace
+// against the setting's count and log frequency.
 import { type DataType, isDataType, rawToJson } from '../kernel/datatypes.js';
 import type { RequestTrace, TensorActivity, TraceActivity } from '../kernel/trace.js';
 import { LEVEL_TENSORS, LEVEL_TIMESTAMPS } from './settings.js';
@@ -11,18 +16,59 @@ export interface TraceSink {
   collect(records: string[]): void;
 }
 
+/** A sampled trace and its children: their records, written to the sink when the last one ends. */
+class TraceGroup {
+  private readonly streams: string[][] = [];
+  private open = 0;
+  private written = false;
+
+  constructor(
+    private readonly sink: TraceSink,
+    readonly newId: () => number,
+  ) {}
+
+  /** A new trace's record list, or undefined once the group is written (a child started too late). */
+  join(): string[] | undefined {
+    if (this.written) return undefined;
+    const records: string[] = [];
+    this.streams.push(records);
+    this.open += 1;
+    return records;
+  }
+
+  leave(): void {
+    this.open -= 1;
+    if (this.open !== 0) return;
+    this.written = true;
+    this.sink.collect(this.streams.flat());
+  }
+}
+
 export class Trace implements RequestTrace {
   readonly tensors: boolean;
   private readonly timestamps: boolean;
-  private records: string[] | undefined = [];
+  private records: string[] | undefined;
+  private readonly group: TraceGroup;
 
+  /**
+   * A sampled trace (`parent` a sink and the id allocator its children draw from), or a child of
+   * `parent` (a trace of its group).
+   */
   constructor(
     readonly id: number,
-    level: number,
-    private readonly sink: TraceSink,
+    private readonly level: number,
+    parent: { sink: TraceSink; newId: () => number } | Trace,
+    /** The id of the trace this one is a child of; 0 for a sampled trace (Triton's "no parent"). */
+    readonly parentId = 0,
   ) {
     this.timestamps = (level & LEVEL_TIMESTAMPS) !== 0;
     this.tensors = (level & LEVEL_TENSORS) !== 0;
+    this.group = parent instanceof Trace ? parent.group : new TraceGroup(parent.sink, parent.newId);
+    this.records = this.group.join();
+  }
+
+  child(): Trace {
+    return new Trace(this.group.newId(), this.level, this, this.id);
   }
 
   model(name: string, version: number, requestId: string): void {
@@ -30,6 +76,7 @@ export class Trace implements RequestTrace {
     if (!this.timestamps || !this.records) return;
     let rec = `{"id":${this.id},"model_name":${JSON.stringify(name)},"model_version":${version}`;
     if (requestId !== '') rec += `,"request_id":${JSON.stringify(requestId)}`;
+    if (this.parentId !== 0) rec += `,"parent_id":${this.parentId}`;
     this.records.push(`${rec}}`);
   }
 
@@ -45,10 +92,9 @@ export class Trace implements RequestTrace {
   }
 
   end(): void {
-    const records = this.records;
-    if (!records) return;
+    if (!this.records) return;
     this.records = undefined;
-    this.sink.collect(records);
+    this.group.leave();
   }
 }
 

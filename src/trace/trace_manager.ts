@@ -69,7 +69,8 @@ class TraceSetting implements TraceSink {
       if (this.count === 0) this.manager.refresh();
     }
     this.live += 1;
-    return new Trace(id(), this.values.level, this);
+    // Its children (ensemble steps) draw their ids from the same counter and are not counted here.
+    return new Trace(id(), this.values.level, { sink: this, newId: id });
   }
 
   collect(records: string[]): void {

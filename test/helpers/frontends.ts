@@ -149,6 +149,13 @@ export class RecordedTrace implements RequestTrace {
   end(): void {
     this.ended += 1;
   }
+  /** The traces of requests made for this one (ensemble steps), in the order they were made. */
+  readonly children: RecordedTrace[] = [];
+  child(): RecordedTrace {
+    const c = new RecordedTrace(this.id * 100 + this.children.length + 1, this.tensors);
+    this.children.push(c);
+    return c;
+  }
   names(): string[] {
     return this.stamps.map((s) => s.name);
   }
