@@ -48,6 +48,13 @@ export interface InferRequest {
    * empty. A front-end sets it only when no one else keeps a reference to that memory.
    */
   ownMemory?: ArrayBuffer;
+  /**
+   * Called once the core has taken the request in (queued for its model): an error after it is
+   * the request's outcome; one before is a refusal of the request as issued (unknown model,
+   * invalid inputs, a full queue), which Triton's gRPC stream answers in-band even in its
+   * `triton_grpc_error` mode.
+   */
+  admitted?: () => void;
 }
 
 export interface InferOutputTensor {

@@ -287,6 +287,7 @@ export class EnsembleVersion implements LoadedVersion {
     const v = validateRequest(req, this.config);
     const queueStartNs = now();
     req.trace?.stamp('QUEUE_START', queueStartNs);
+    req.admitted?.();
     traceTensors(req.trace, 'TENSOR_QUEUE_INPUT', req.inputs);
     // The composing requests' times, summed: the ensemble's compute times (Triton's context aggregator).
     const steps = new ModelStats();

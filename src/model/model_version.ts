@@ -124,6 +124,7 @@ export class ModelVersion implements LoadedVersion {
       sequence: sequenceParameters(req),
       // A traced request's tensors may still be read for the trace; others may be taken over.
       ownMemory: req.trace ? undefined : req.ownMemory,
+      admitted: req.admitted,
     });
     const byName = new Map(produced.map((o) => [o.name, o]));
     // v.outputs: the requested outputs in request order (validated, no repeats), else all of them.

@@ -51,6 +51,8 @@ export interface SchedulerRequest {
   sequence?: { id: bigint | string; start: boolean; end: boolean };
   /** The request's own memory its inputs may lie in (InferRequest.ownMemory): an instance may take it over. */
   ownMemory?: ArrayBuffer;
+  /** Called once it is queued (InferRequest.admitted). */
+  admitted?: () => void;
 }
 
 /** What a batch is assembled from: each request's inputs in the same (model) order. */
@@ -129,6 +131,7 @@ export class Scheduler {
         reject(e);
         return;
       }
+      req.admitted?.();
       req.cancellation?.onCancel(() => this.cancel(item));
       if (req.trace?.tensors) for (const t of req.inputs) req.trace.tensor('TENSOR_QUEUE_INPUT', t.name, t.datatype, t.shape, t.data);
       item.seq = this.nextSeq++;

@@ -188,6 +188,7 @@ export class SequenceBatcher {
     seq.lastNs = t;
     if (flags.end) this.active.delete(key);
     else this.active.set(key, seq);
+    req.admitted?.();
 
     return new Promise((resolve, reject) => {
       const p: Pending = {

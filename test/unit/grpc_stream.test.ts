@@ -36,9 +36,12 @@ function echo(req: InferRequest): InferResponse {
 }
 
 /**
- * fakeCore(), plus two models that succeed: `echo` answers at once, `hold` waits for the test.
- * Every other model name fails as fakeCore documents (invalid, busy, boom, unknown, ...).
+ * fakeCore(), plus two models that succeed: `echo` answers at once, `hold` is taken in (queued:
+ * InferRequest.admitted) and waits for the test. Every other model name fails as fakeCore
+ * documents (invalid, busy, boom, unknown, ...), as a refusal of the request as issued; with the
+ * prefix `queued_` it fails the same way after it was taken in (a failure in the model).
  */
+const QUEUED = 'queued_';
 function controlledCore(): { core: CoreApi; requests: InferRequest[]; held: Held[] } {
   const base = fakeCore();
   const held: Held[] = [];
@@ -49,8 +52,13 @@ function controlledCore(): { core: CoreApi; requests: InferRequest[]; held: Held
         base.requests.push(req);
         return Promise.resolve(echo(req));
       }
+      if (req.modelName.startsWith(QUEUED)) {
+        req.admitted?.();
+        return base.infer({ ...req, modelName: req.modelName.slice(QUEUED.length) });
+      }
       if (req.modelName !== 'hold') return base.infer(req);
       base.requests.push(req);
+      req.admitted?.();
       return new Promise<InferResponse>((resolve, reject) => {
         const h: Held = { req, complete: () => resolve(echo(req)), fail: reject, cancelled: false };
         // As the scheduler does for a queued request: a cancel drops it with CANCELLED.
@@ -384,13 +392,13 @@ describe('gRPC ModelStreamInfer with the triton_grpc_error header', () => {
     ['boom_async', new Error('boom'), status.INTERNAL, 'boom'],
   ];
   for (const [model, error, code, message] of cases) {
-    it(`'true': a request failing like '${model}' ends the stream with gRPC status ${code} and the error's message`, async () => {
+    it(`'true': a request failing in the core like '${model}' ends the stream with gRPC status ${code} and the error's message`, async () => {
       // The mapping under test is the one table's, not a second one.
       expect(grpcStatus(error instanceof ServalError ? error.code : 'INTERNAL')).toBe(code);
       const s = open('true');
       s.send(request('echo', 'first', [1]));
       await s.waitFor(1);
-      s.send(request(model, 'failing', [2]));
+      s.send(request(`${QUEUED}${model}`, 'failing', [2]));
       const st = await s.status;
       expect(st.code).toBe(code);
       expect(st.details).toBe(message);
@@ -425,6 +433,25 @@ describe('gRPC ModelStreamInfer with the triton_grpc_error header', () => {
     expect(lines).toEqual([]);
   });
 
+  it('refusals of the request as issued (unknown model, invalid inputs, a full queue, a fault) stay in-band, as in Triton; a later failure in the core ends the stream', async () => {
+    const s = open('true');
+    s.send(request('invalid', 'bad', [1]));
+    s.send(request('no_such_model', 'lost', [2]));
+    s.send(request('busy', 'full', [3]));
+    s.send(request('boom_async', 'fault', [4]));
+    s.send(request('echo', 'ok', [5]));
+    const r = await s.waitFor(5);
+    expectFailed(r[0]!, 'bad', "[request id: <id_unknown>] infer: bad request for model 'invalid'");
+    expectFailed(r[1]!, 'lost', UNKNOWN('no_such_model'));
+    expectFailed(r[2]!, 'full', 'Exceeds maximum queue size');
+    expectFailed(r[3]!, 'fault', 'boom');
+    expect(okValues(r[4]!, 'ok')).toEqual([5]);
+    s.send(request(`${QUEUED}invalid`, 'late', [6]));
+    const st = await s.status;
+    expect(st.code).toBe(status.INVALID_ARGUMENT);
+    expect(s.replies).toHaveLength(5);
+  });
+
   it('requests the front-end cannot read stay in-band, as Triton answers errors found before the core', async () => {
     const s = open('true');
     s.send({ model_name: 'echo', id: 'm1', inputs: [{ name: 'A', datatype: 'INT33', shape: [1], contents: { int_contents: [1] } }] });
@@ -435,7 +462,7 @@ describe('gRPC ModelStreamInfer with the triton_grpc_error header', () => {
     expectFailed(r[1]!, 'm2', "invalid value type for 'triton_enable_empty_final_response' parameter, expected bool_param.");
     expect(okValues(r[2]!, 'good')).toEqual([7]);
     // The stream is still in the header's mode: the core's first error ends it.
-    s.send(request('busy', 'full', [8]));
+    s.send(request(`${QUEUED}busy`, 'full', [8]));
     const st = await s.status;
     expect(st.code).toBe(status.UNAVAILABLE);
     expect(st.details).toBe('Exceeds maximum queue size');
@@ -450,7 +477,7 @@ describe('gRPC ModelStreamInfer with the triton_grpc_error header', () => {
     await until(() => fake.held.length === 2, 'both requests in the core');
     // Two connections: which request reached the core first is not fixed.
     const held = (id: string): Held => fake.held.find((h) => h.req.id === id)!;
-    strict.send(request('invalid', 's1', [3]));
+    strict.send(request(`${QUEUED}invalid`, 's1', [3]));
     expect((await strict.status).code).toBe(status.INVALID_ARGUMENT);
     await until(() => held('s0').cancelled, 'the strict stream’s request cancelled');
     expect(held('p0').cancelled).toBe(false);

@@ -564,11 +564,15 @@ describe('queue policy, priorities and ordering (dynamic batcher)', () => {
       1,
       true,
     );
-    const running = sched.enqueue(req(1));
+    // Each request says when it was taken in (InferRequest.admitted); a refused one never is.
+    const admitted: number[] = [];
+    const numbered = (n: number) => ({ ...req(1), admitted: () => admitted.push(n) });
+    const running = sched.enqueue(numbered(1));
     await tick();
-    const queued = [sched.enqueue(req(1)), sched.enqueue(req(1))];
-    const rejected = await expectServalErrorAsync(sched.enqueue(req(1)), 'UNAVAILABLE');
+    const queued = [sched.enqueue(numbered(2)), sched.enqueue(numbered(3))];
+    const rejected = await expectServalErrorAsync(sched.enqueue(numbered(4)), 'UNAVAILABLE');
     expect(rejected.message).toBe('Exceeds maximum queue size');
+    expect(admitted).toEqual([1, 2, 3]);
     expect(stats.failuresByReason.get('REJECTED')).toBe(1);
     for (let i = 0; i < 3; i++) {
       inst[0]!.release();

@@ -463,11 +463,15 @@ describe('implicit state', () => {
 describe('sequence errors', () => {
   it("refuses a request for an unknown or ended sequence without START with Triton's text", async () => {
     const { batcher } = setup();
-    let e = await expectServalErrorAsync(batcher.enqueue(req(42, 1)), 'INVALID_ARG');
+    // A refused request is never taken in (InferRequest.admitted); an accepted one is.
+    let admitted = 0;
+    let e = await expectServalErrorAsync(batcher.enqueue({ ...req(42, 1), admitted: () => admitted++ }), 'INVALID_ARG');
     expect(e.message).toBe(
       "inference request for sequence 42 to model 'seq' must specify the START flag on the first request of the sequence",
     );
-    await batcher.enqueue(req('abc', 1, { start: true, end: true }));
+    expect(admitted).toBe(0);
+    await batcher.enqueue({ ...req('abc', 1, { start: true, end: true }), admitted: () => admitted++ });
+    expect(admitted).toBe(1);
     e = await expectServalErrorAsync(batcher.enqueue(req('abc', 1)), 'INVALID_ARG');
     expect(e.message).toBe(
       "inference request for sequence abc to model 'seq' must specify the START flag on the first request of the sequence",

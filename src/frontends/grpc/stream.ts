@@ -38,10 +38,11 @@ export const GRPC_ERROR_HEADER = 'triton_grpc_error';
 export interface ResponseSink {
   response(res: InferResponse, final: boolean): void;
   /**
-   * The request failed; nothing follows. `fromCore`: the core's answer rather than the front-end's
-   * refusal of a request it could not read, which Triton answers in-band in either mode.
+   * The request failed; nothing follows. `admitted`: it failed after the core took it in
+   * (InferRequest.admitted), not as a refusal of the request as issued (unreadable, unknown model,
+   * invalid inputs, a full queue), which Triton answers in-band in either mode.
    */
-  error(e: unknown, fromCore?: boolean): void;
+  error(e: unknown, admitted?: boolean): void;
 }
 
 /** A request read off a stream, with the stream-only options Triton's front-end takes out of it. */
@@ -160,13 +161,18 @@ class InferStream {
     const cancellation = new Cancellation();
     req.cancellation = cancellation;
     if (trace) req.trace = trace;
+    // Whether the core took the request in before it failed (see ResponseSink.error).
+    let admitted = false;
+    req.admitted = () => {
+      admitted = true;
+    };
     let result: Promise<InferResponse>;
     try {
       result = this.core.infer(req);
     } catch (e) {
       // A CoreApi may throw rather than reject; either way it is this request's answer.
       ticket?.release();
-      sink.error(e, true);
+      sink.error(e, admitted);
       return;
     }
     this.inflight.add(cancellation);
@@ -179,7 +185,7 @@ class InferStream {
       (e: unknown) => {
         this.inflight.delete(cancellation);
         ticket?.release();
-        sink.error(e, true);
+        sink.error(e, admitted);
       },
     );
   }
@@ -193,7 +199,7 @@ class InferStream {
         slot.message = okMessage(res, final);
         this.settled(slot);
       },
-      error: (e, fromCore = false) => {
+      error: (e, admitted = false) => {
         const err = asServalError(e);
         if (err.code === 'INTERNAL') {
           this.log.error('grpc request failed', {
@@ -202,7 +208,7 @@ class InferStream {
             error: e instanceof Error ? (e.stack ?? e.message) : String(e),
           });
         }
-        if (fromCore && this.grpcErrors && !this.closed) {
+        if (admitted && this.grpcErrors && !this.closed) {
           slot.trace?.end();
           this.fail(err);
           return;
