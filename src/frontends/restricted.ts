@@ -174,29 +174,43 @@ export function restrictedAddService(server: grpc.Server, restrictions: Restrict
       // grpc-js takes a handler under the method's name or its camelCase originalName.
       const handler = implementation[name] ?? (def.originalName ? implementation[def.originalName] : undefined);
       if (!handler) continue;
-      const group = grpcApiGroup(name);
-      const restriction = group && restrictions.get(group);
-      if (group && !restriction) guarded[name] = handler;
-      else {
-        const details = restriction
-          ? `This protocol is restricted, expecting header '${restriction.key}'`
-          : `This protocol is restricted: method '${name}' belongs to no API group`;
-        guarded[name] = guard(handler as unknown as AnyHandler, restriction, details, def.responseStream);
-      }
+      const refusal = grpcRefusal(restrictions, name);
+      guarded[name] = refusal ? guard(handler as unknown as AnyHandler, refusal, def.responseStream) : handler;
     }
     server.addService(service, guarded);
   };
 }
 
+/**
+ * The check --grpc-restricted-protocol makes on a call to `method` (its name in the service
+ * definition): undefined when the method is not restricted; else a function of the call's
+ * metadata that gives the refusal's text (status UNAVAILABLE), or undefined when the call may go on.
+ */
+export function grpcRefusal(
+  restrictions: Restrictions | undefined,
+  method: string,
+): ((metadata: grpc.Metadata) => string | undefined) | undefined {
+  if (!restrictions?.size) return undefined;
+  const group = grpcApiGroup(method);
+  const restriction = group && restrictions.get(group);
+  if (group && !restriction) return undefined;
+  const details = restriction
+    ? `This protocol is restricted, expecting header '${restriction.key}'`
+    : `This protocol is restricted: method '${method}' belongs to no API group`;
+  return (metadata) => {
+    const got = restriction && metadata.get(restriction.key)[0];
+    return restriction && typeof got === 'string' && got === restriction.value ? undefined : details;
+  };
+}
+
 function guard(
   handler: AnyHandler,
-  restriction: Restriction | undefined,
-  details: string,
+  refusal: (metadata: grpc.Metadata) => string | undefined,
   responseStream: boolean,
 ): grpc.UntypedHandleCall {
   const guarded: AnyHandler = (call, callback) => {
-    const got = restriction && call.metadata.get(restriction.key)[0];
-    if (restriction && typeof got === 'string' && got === restriction.value) return handler(call, callback);
+    const details = refusal(call.metadata);
+    if (details === undefined) return handler(call, callback);
     const err = Object.assign(new Error(details), { code: grpc.status.UNAVAILABLE, details, metadata: new grpc.Metadata() });
     // Unary and client-streaming calls answer through the callback; server- and bidi-streaming
     // calls end with the error as their status.

@@ -2,7 +2,8 @@
 // the two inference methods (per-request CPU, issue 16). The reader yields the message in the
 // shape proto-loader would (so infer_codec.ts does the rest unchanged) but with numeric shapes,
 // no Long objects and no defaults for absent fields, and raw_input_contents as views of the
-// received message; the writer measures a response first and fills a single Buffer.
+// received message; the writer measures a response first and fills a single Buffer (or, for
+// unary_infer.ts, a gRPC frame in parts that leaves large raw outputs where they are).
 // Malformed input never throws out of grpc-js' deserializer: the reader hands back the error and
 // the handler answers it as Triton does (gRPC C++ answers a request that does not parse INTERNAL),
 // with a text saying what is wrong and where.
@@ -571,6 +572,8 @@ const keysOf = (m: Record<string, Param> | undefined): string[] => (m ? Object.k
 
 interface Sized {
   size: number;
+  /** The bytes before raw_output_contents (the fields the writer writes first). */
+  fields: number;
   keys: string[];
   tensors: { size: number; keys: string[]; shape: (number | bigint)[]; shapeSize: number; name: number; datatype: number }[];
   name: number;
@@ -601,8 +604,9 @@ function measure(res: ModelInferResponse): Sized {
     size += lenField(ts);
     return { size: ts, keys: tkeys, shape, shapeSize, name: tn, datatype: td };
   });
+  const fields = size;
   for (const raw of res.raw_output_contents ?? []) size += lenField(rawLength(raw));
-  return { size, keys, tensors, name, version, id };
+  return { size, fields, keys, tensors, name, version, id };
 }
 
 function rawOf(raw: Buffer | Uint8Array | string): Uint8Array {
@@ -614,6 +618,12 @@ function rawLength(raw: Buffer | Uint8Array | string): number {
 }
 
 function writeResponse(w: Writer, res: ModelInferResponse, s: Sized): void {
+  writeFields(w, res, s);
+  for (const raw of res.raw_output_contents ?? []) w.bytes(6, rawOf(raw));
+}
+
+/** Every field but raw_output_contents (which come last), `s.fields` bytes. */
+function writeFields(w: Writer, res: ModelInferResponse, s: Sized): void {
   if (s.name) w.string(1, res.model_name!, s.name);
   if (s.version) w.string(2, res.model_version!, s.version);
   if (s.id) w.string(3, res.id!, s.id);
@@ -631,7 +641,6 @@ function writeResponse(w: Writer, res: ModelInferResponse, s: Sized): void {
     }
     w.params(4, o.parameters, t.keys);
   });
-  for (const raw of res.raw_output_contents ?? []) w.bytes(6, rawOf(raw));
 }
 
 /** A ModelInferResponse in one allocation; the raw outputs are copied straight into it. */
@@ -640,6 +649,50 @@ export function writeInferResponse(res: ModelInferResponse): Buffer {
   const w = new Writer(Buffer.allocUnsafe(s.size));
   writeResponse(w, res, s);
   return w.buf;
+}
+
+/** Raw outputs from this size on are sent as their own bytes by writeInferResponseParts, not copied. */
+export const SEPARATE_RAW_OUTPUT = 64 * 1024;
+
+/**
+ * A ModelInferResponse as one gRPC frame in parts, to be written in order: the 5-byte frame
+ * prefix (uncompressed, big-endian length) with every small field; each raw output of
+ * `separate` bytes or more as the output's own bytes (a view, not a copy), its tag and length
+ * ending the part before it. `size` is the message's length (the frame is 5 bytes more).
+ */
+export function writeInferResponseParts(res: ModelInferResponse, separate = SEPARATE_RAW_OUTPUT): { parts: Uint8Array[]; size: number } {
+  const s = measure(res);
+  const raws = (res.raw_output_contents ?? []).map(rawOf);
+  // The small parts' sizes first, so each is one exact allocation.
+  const small: number[] = [];
+  let cur = 5 + s.fields;
+  for (const raw of raws) {
+    cur += 1 + varintSize(raw.byteLength);
+    if (raw.byteLength >= separate) {
+      small.push(cur);
+      cur = 0;
+    } else cur += raw.byteLength;
+  }
+  small.push(cur);
+  const parts: Uint8Array[] = [];
+  let k = 0;
+  let w = new Writer(Buffer.allocUnsafe(small[k++]!));
+  w.buf[0] = 0;
+  w.buf.writeUInt32BE(s.size, 1);
+  w.pos = 5;
+  writeFields(w, res, s);
+  for (const raw of raws) {
+    if (raw.byteLength < separate) {
+      w.bytes(6, raw);
+      continue;
+    }
+    w.tag(6, LEN);
+    w.varint(raw.byteLength);
+    parts.push(w.buf, raw);
+    w = new Writer(Buffer.allocUnsafe(small[k++]!));
+  }
+  if (w.buf.byteLength) parts.push(w.buf);
+  return { parts, size: s.size };
 }
 
 /** A ModelStreamInferResponse (error_message and/or infer_response) in one allocation. */

@@ -3,9 +3,9 @@ import * as grpc from '@grpc/grpc-js';
 import type { CoreApi } from '../../core/api.js';
 import type { ByteBudget } from '../../kernel/byte_budget.js';
 import { Cancellation } from '../../kernel/cancel.js';
-import { asServalError, grpcStatus, ServalError } from '../../kernel/errors.js';
+import { ServalError } from '../../kernel/errors.js';
 import type { Logger } from '../../kernel/log.js';
-import { type Restrictions, restrictedAddService } from '../restricted.js';
+import { grpcRefusal, type Restrictions, restrictedAddService } from '../restricted.js';
 import type { HealthHandlers } from './generated/grpc/health/v1/Health.js';
 import type { HealthCheckRequest__Output } from './generated/grpc/health/v1/HealthCheckRequest.js';
 import type { ProtoGrpcType } from './generated/grpc_service.js';
@@ -20,14 +20,12 @@ import type { ModelStatisticsRequest__Output } from './generated/inference/Model
 import type { RepositoryIndexRequest__Output } from './generated/inference/RepositoryIndexRequest.js';
 import type { RepositoryModelLoadRequest__Output } from './generated/inference/RepositoryModelLoadRequest.js';
 import type { RepositoryModelUnloadRequest__Output } from './generated/inference/RepositoryModelUnloadRequest.js';
-import { decodeGrpcInfer, encodeGrpcInfer } from './infer_codec.js';
 import { readInferRequest, type WireInferRequest, writeInferResponse } from './infer_wire.js';
 import { loadProtos } from './proto.js';
 import { sharedMemoryHandlers } from './shared_memory.js';
 import { streamInfer } from './stream.js';
-import { grpcInferTrace, grpcTraceSending, traceLoggingHandlers } from './trace_logging.js';
-
-const EMPTY = new Uint8Array(0);
+import { traceLoggingHandlers } from './trace_logging.js';
+import { grpcFault, modelInfer, serveUnaryInfer } from './unary_infer.js';
 
 // Triton accepts messages up to 2 GiB; grpc-js defaults to 4 MiB.
 const MAX_MESSAGE = 2 ** 31 - 1;
@@ -75,16 +73,8 @@ function unaryWith(log: Logger) {
   return <Req, Res>(fn: (req: Req, call: grpc.ServerUnaryCall<Req, Res>) => Res | Promise<Res>): grpc.handleUnaryCall<Req, Res> =>
     (call, cb) => {
       const fail = (e: unknown): void => {
-        const err = asServalError(e);
-        if (err.code === 'INTERNAL') {
-          const id = (call.request as { id?: unknown } | undefined)?.id;
-          log.error('grpc request failed', {
-            method: call.getPath(),
-            request_id: typeof id === 'string' ? id : undefined,
-            error: e instanceof Error ? (e.stack ?? e.message) : String(e),
-          });
-        }
-        cb(Object.assign(new Error(err.message), { code: grpcStatus(err.code), details: err.message, metadata: new grpc.Metadata() }));
+        const { code, details } = grpcFault(log, call.getPath(), (call.request as { id?: unknown } | undefined)?.id, e);
+        cb(Object.assign(new Error(details), { code, details, metadata: new grpc.Metadata() }));
       };
       // Called directly, not from a microtask: one promise hop less per request; a synchronous
       // throw takes the same path as a rejection.
@@ -123,6 +113,7 @@ export async function startGrpcServer(
 ): Promise<GrpcServer> {
   const unary = unaryWith(log);
   const streams = streamInfer(core, log, opts.budget);
+  const infer = modelInfer(core, opts.budget);
   const pkg = loadDefinitions();
   const server = new grpc.Server({
     'grpc.max_receive_message_length': MAX_MESSAGE,
@@ -156,37 +147,14 @@ export async function startGrpcServer(
     } satisfies Partial<GRPCInferenceServiceHandlers>),
     // The two inference methods carry infer_wire.ts' messages (see inferenceService).
     ModelStreamInfer: streams.handler,
-    ModelInfer: unary(async (r: WireInferRequest, call: grpc.ServerUnaryCall<WireInferRequest, Buffer>): Promise<Buffer> => {
-      if (r.wireError) throw r.wireError;
-      // grpc-js has buffered the message by now: the budget refuses holding it any longer.
-      let held = 0;
-      for (const raw of r.raw_input_contents) held += raw.byteLength;
-      const ticket = opts.budget?.admit(held);
-      const trace = grpcInferTrace(core, r.model_name);
-      try {
-        const req = decodeGrpcInfer(r);
-        const cancellation = new Cancellation();
-        call.once('cancelled', () => cancellation.cancel());
-        req.cancellation = cancellation;
-        if (trace) req.trace = trace;
-        const res = await core.infer(req);
-        // Answered: the request's tensors (views of the received message) are let go before the
-        // response is encoded, so a large request's memory can be freed meanwhile.
-        r.raw_input_contents = [];
-        for (const inp of req.inputs) inp.data = EMPTY;
-        if (!trace) return writeInferResponse(encodeGrpcInfer(res));
-        trace.stamp('INFER_RESPONSE_COMPLETE', process.hrtime.bigint());
-        const encoded = writeInferResponse(encodeGrpcInfer(res));
-        grpcTraceSending(trace);
-        return encoded;
-      } catch (e) {
-        trace?.end();
-        throw e;
-      } finally {
-        ticket?.release();
-      }
+    // Uncompressed calls are served by unary_infer.ts before grpc-js sees them; the rest come here.
+    ModelInfer: unary((r: WireInferRequest, call: grpc.ServerUnaryCall<WireInferRequest, Buffer>): Promise<Buffer> => {
+      const cancellation = new Cancellation();
+      call.once('cancelled', () => cancellation.cancel());
+      return infer(r, { cancellation }, writeInferResponse);
     }),
   });
+  serveUnaryInfer(server, { run: infer, log, maxMessage: MAX_MESSAGE, refusal: grpcRefusal(opts.restrictions, 'ModelInfer') });
 
   addService(pkg.grpc.health.v1.Health.service, {
     Check: unary((r: HealthCheckRequest__Output) => {
