@@ -318,7 +318,7 @@ describe('the unary ModelInfer transport alone', () => {
   let port = 0;
 
   beforeAll(async () => {
-    const served = serveUnaryInfer(server, { run: modelInfer(core, budget), log: capturedLogger().log, maxMessage: 20_000 });
+    const served = serveUnaryInfer(server, { run: modelInfer(core, budget), log: capturedLogger().log, maxMessage: 20_000, budget });
     expect(served).toBe(true);
     port = await new Promise<number>((resolve, reject) =>
       server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))),
@@ -380,15 +380,15 @@ describe('the unary ModelInfer transport alone', () => {
     expect(core.requests.length).toBe(before);
   });
 
-  it('refuses a request over the in-flight byte budget with UNAVAILABLE and holds nothing after', async () => {
+  it('refuses a request over the in-flight byte budget by its prefix (the message length) with UNAVAILABLE, and holds nothing after', async () => {
     const client = grpcClient(`127.0.0.1:${port}`);
     const before = core.requests.length;
     try {
-      const e = await client.error('ModelInfer', request('echo', [payload(12_000, 13)]));
+      const big = request('echo', [payload(12_000, 13)]);
+      const e = await client.error('ModelInfer', big);
       expect({ code: e.code, details: e.details }).toEqual({
         code: status.UNAVAILABLE,
-        details:
-          "Server busy: the request's 12000 bytes exceed the in-flight byte budget of 10000 bytes. Use --max-inflight-bytes to increase the budget.",
+        details: `Server busy: the request's ${encoded(big).length} bytes exceed the in-flight byte budget of 10000 bytes. Use --max-inflight-bytes to increase the budget.`,
       });
       expect(core.requests.length).toBe(before);
       const raw = payload(900, 14);

@@ -154,7 +154,13 @@ export async function startGrpcServer(
       return infer(r, { cancellation }, writeInferResponse);
     }),
   });
-  serveUnaryInfer(server, { run: infer, log, maxMessage: MAX_MESSAGE, refusal: grpcRefusal(opts.restrictions, 'ModelInfer') });
+  serveUnaryInfer(server, {
+    run: infer,
+    log,
+    maxMessage: MAX_MESSAGE,
+    refusal: grpcRefusal(opts.restrictions, 'ModelInfer'),
+    budget: opts.budget,
+  });
 
   addService(pkg.grpc.health.v1.Health.service, {
     Check: unary((r: HealthCheckRequest__Output) => {

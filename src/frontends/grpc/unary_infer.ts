@@ -10,7 +10,7 @@
 import type { IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
 import * as grpc from '@grpc/grpc-js';
 import type { CoreApi } from '../../core/api.js';
-import type { ByteBudget } from '../../kernel/byte_budget.js';
+import type { BudgetTicket, ByteBudget } from '../../kernel/byte_budget.js';
 import { Cancellation } from '../../kernel/cancel.js';
 import { asServalError, grpcStatus } from '../../kernel/errors.js';
 import type { Logger } from '../../kernel/log.js';
@@ -28,6 +28,8 @@ export interface ModelInferCall {
   cancellation: Cancellation;
   /** The received message's memory, when it is the request's alone (see InferRequest.ownMemory). */
   ownMemory?: ArrayBuffer;
+  /** The message's bytes, admitted against the in-flight budget before it was read; released here. */
+  ticket?: BudgetTicket;
 }
 
 /** Runs one ModelInfer and encodes its response with `encode`; rejects with the error to answer. */
@@ -36,11 +38,17 @@ export type ModelInferRun = <T>(r: WireInferRequest, call: ModelInferCall, encod
 /** The body of ModelInfer, whichever transport received the message. */
 export function modelInfer(core: CoreApi, budget: ByteBudget | undefined): ModelInferRun {
   return async (r, call, encode) => {
-    if (r.wireError) throw r.wireError;
-    // The message is held in memory by now: the budget refuses holding it any longer.
-    let held = 0;
-    for (const raw of r.raw_input_contents) held += raw.byteLength;
-    const ticket = budget?.admit(held);
+    if (r.wireError) {
+      call.ticket?.release();
+      throw r.wireError;
+    }
+    // A transport that read the message into memory unadmitted: the budget refuses holding it any longer.
+    let ticket = call.ticket;
+    if (!ticket) {
+      let held = 0;
+      for (const raw of r.raw_input_contents) held += raw.byteLength;
+      ticket = budget?.admit(held);
+    }
     const trace = grpcInferTrace(core, r.model_name);
     try {
       const req = decodeGrpcInfer(r);
@@ -118,6 +126,11 @@ export interface UnaryInferOptions {
   maxMessage: number;
   /** --grpc-restricted-protocol's check for ModelInfer (restricted.ts grpcRefusal); none: unrestricted. */
   refusal?: (metadata: grpc.Metadata) => string | undefined;
+  /**
+   * The in-flight byte budget: a message is admitted by the length its prefix gives, before any
+   * of it is read (as an HTTP body by its Content-Length), so a refused one costs no memory.
+   */
+  budget?: ByteBudget;
 }
 
 /**
@@ -173,6 +186,8 @@ class UnaryInferCall {
   private running = false;
   private timer: NodeJS.Timeout | undefined;
   private readonly cancellation = new Cancellation();
+  /** The message's admission against the budget, until the run takes it over. */
+  private ticket: BudgetTicket | undefined;
 
   constructor(
     private readonly stream: ServerHttp2Stream,
@@ -217,6 +232,13 @@ class UnaryInferCall {
           return;
         }
         try {
+          this.ticket = this.opts.budget?.admit(length);
+        } catch (e) {
+          const { code, details } = grpcFault(this.opts.log, MODEL_INFER_PATH, undefined, e);
+          this.fail(code, details);
+          return;
+        }
+        try {
           // Its own ArrayBuffer (not a slice of the pool): it can be handed over whole.
           this.message = Buffer.allocUnsafeSlow(length);
         } catch (e) {
@@ -246,7 +268,8 @@ class UnaryInferCall {
     const r = readInferRequest(message);
     this.running = true;
     // Nothing here reads the request's tensors once the core has it: its memory may be taken over.
-    const call: ModelInferCall = { cancellation: this.cancellation, ownMemory: message.buffer as ArrayBuffer };
+    const call: ModelInferCall = { cancellation: this.cancellation, ownMemory: message.buffer as ArrayBuffer, ticket: this.ticket };
+    this.ticket = undefined;
     this.opts.run(r, call, writeInferResponseParts).then(
       (out) => {
         this.running = false;
@@ -274,6 +297,8 @@ class UnaryInferCall {
   private finish(): void {
     this.answered = true;
     this.message = undefined;
+    this.ticket?.release(); // admitted but never run
+    this.ticket = undefined;
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
     if (this.running) this.cancellation.cancel();
