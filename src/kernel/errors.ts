@@ -15,9 +15,18 @@ export class ServalError extends Error {
   constructor(
     readonly code: ErrorCode,
     message: string,
+    /** The request caused it, though its status is INTERNAL because Triton answers so (malformed). */
+    readonly clientFault = false,
   ) {
     super(message);
     this.name = 'ServalError';
+  }
+  /**
+   * A request that does not parse at all: Triton answers INTERNAL (its gRPC server's status for a
+   * message that does not deserialize), but the server is not at fault, so it is not logged as one.
+   */
+  static malformed(msg: string): ServalError {
+    return new ServalError('INTERNAL', msg, true);
   }
   static invalidArg(msg: string): ServalError {
     return new ServalError('INVALID_ARG', msg);
@@ -37,6 +46,14 @@ export class ServalError extends Error {
   static cancelled(msg: string): ServalError {
     return new ServalError('CANCELLED', msg);
   }
+}
+
+/**
+ * Whether an error is the server's fault, to be logged as one: INTERNAL and unexpected errors,
+ * except a request that does not parse. Refusals (a full queue, a bad request) are answers.
+ */
+export function isServerFault(e: unknown): boolean {
+  return !(e instanceof ServalError) || (e.code === 'INTERNAL' && !e.clientFault);
 }
 
 /** Anything thrown becomes a ServalError; unexpected errors are INTERNAL. */

@@ -9,7 +9,7 @@ import { buildHttpServer } from '../../src/frontends/http/server.js';
 import { buildRegistry } from '../../src/frontends/metrics/metrics.js';
 import { expectGrpcReady } from '../helpers/checks.js';
 import { MAX_BATCH_NOTE } from '../helpers/errors.js';
-import { capturedLogger, fakeCore } from '../helpers/frontends.js';
+import { capturedLogger, errorLines, fakeCore } from '../helpers/frontends.js';
 import { expectGrpcError, type GrpcClient, grpcClient, status } from '../helpers/grpc.js';
 import { simpleGrpcRequest, simpleMetadata } from '../helpers/simple.js';
 import { fromI32, i32, range } from '../helpers/tensors.js';
@@ -449,9 +449,9 @@ describe('the one error path, over a fake CoreApi', () => {
 });
 
 describe('a ModelInfer message that does not parse', () => {
-  it('is answered INTERNAL (Triton’s gRPC C++ status for an unparseable request) naming the fault; the server keeps serving', async () => {
+  it('is answered INTERNAL (Triton’s gRPC C++ status for an unparseable request) naming the fault, not logged as a server fault; the server keeps serving', async () => {
     const t = await startTestCore();
-    const { log } = capturedLogger();
+    const { log, lines } = capturedLogger();
     const g = await startGrpcServer(t.core, log, '127.0.0.1', 0);
     const raw = new grpc.Client(`127.0.0.1:${g.port}`, grpc.credentials.createInsecure());
     const client = grpcClient(`127.0.0.1:${g.port}`);
@@ -464,6 +464,8 @@ describe('a ModelInfer message that does not parse', () => {
       );
       expect(err.code).toBe(grpc.status.INTERNAL);
       expect(err.details).toMatch(/^malformed ModelInferRequest: .*truncated varint/);
+      // The client's fault, though Triton's status is INTERNAL: no error line with a stack.
+      expect(errorLines(lines)).toEqual([]);
       const a = range(16);
       const res = await client.call<{ raw_output_contents: Buffer[] }>('ModelInfer', simpleGrpcRequest(a, a));
       expect(fromI32(res.raw_output_contents[0]!)).toEqual(a.map((x) => 2 * x));

@@ -437,7 +437,7 @@ export function readInferRequest(buf: Buffer): WireInferRequest {
     }
   } catch (e) {
     if (!(e instanceof Malformed)) throw e;
-    m.wireError = ServalError.internal(`malformed ModelInferRequest: ${e.message} (at byte ${r.pos})`);
+    m.wireError = ServalError.malformed(`malformed ModelInferRequest: ${e.message} (at byte ${r.pos})`);
   }
   return m;
 }

@@ -8,7 +8,7 @@ import type * as grpc from '@grpc/grpc-js';
 import type { CoreApi } from '../../core/api.js';
 import type { BudgetTicket, ByteBudget } from '../../kernel/byte_budget.js';
 import { Cancellation } from '../../kernel/cancel.js';
-import { asServalError, grpcStatus, ServalError } from '../../kernel/errors.js';
+import { asServalError, grpcStatus, isServerFault, ServalError } from '../../kernel/errors.js';
 import type { Logger } from '../../kernel/log.js';
 import type { RequestTrace } from '../../kernel/trace.js';
 import type { InferRequest, InferResponse } from '../../kernel/types.js';
@@ -201,7 +201,7 @@ class InferStream {
       },
       error: (e, admitted = false) => {
         const err = asServalError(e);
-        if (err.code === 'INTERNAL') {
+        if (isServerFault(e)) {
           this.log.error('grpc request failed', {
             method: this.call.getPath(),
             request_id: id,

@@ -12,7 +12,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { CoreApi } from '../../core/api.js';
 import type { BudgetTicket, ByteBudget } from '../../kernel/byte_budget.js';
 import { Cancellation } from '../../kernel/cancel.js';
-import { asServalError, grpcStatus } from '../../kernel/errors.js';
+import { asServalError, grpcStatus, isServerFault } from '../../kernel/errors.js';
 import type { Logger } from '../../kernel/log.js';
 import type { ModelInferResponse } from './generated/inference/ModelInferResponse.js';
 import { decodeGrpcInfer, encodeGrpcInfer } from './infer_codec.js';
@@ -80,7 +80,7 @@ export function modelInfer(core: CoreApi, budget: ByteBudget | undefined): Model
  */
 export function grpcFault(log: Logger, method: string, requestId: unknown, e: unknown): { code: number; details: string } {
   const err = asServalError(e);
-  if (err.code === 'INTERNAL') {
+  if (isServerFault(e)) {
     log.error('grpc request failed', {
       method,
       request_id: typeof requestId === 'string' ? requestId : undefined,

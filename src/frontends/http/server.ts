@@ -6,7 +6,7 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest }
 import type { CoreApi } from '../../core/api.js';
 import type { BudgetTicket, ByteBudget } from '../../kernel/byte_budget.js';
 import { Cancellation } from '../../kernel/cancel.js';
-import { httpStatus, ServalError } from '../../kernel/errors.js';
+import { httpStatus, isServerFault, ServalError } from '../../kernel/errors.js';
 import { encodeJson } from '../../kernel/json.js';
 import type { Logger } from '../../kernel/log.js';
 import { type Restrictions, restrictHttp } from '../restricted.js';
@@ -90,7 +90,7 @@ export function buildHttpServer(core: CoreApi, log: Logger, opts: HttpOptions): 
     let status: number;
     if (err instanceof ServalError) status = httpStatus(err.code);
     else status = err.statusCode && err.statusCode >= 400 ? err.statusCode : 500;
-    if (status >= 500 && !(err instanceof ServalError && err.code !== 'INTERNAL')) {
+    if (status >= 500 && isServerFault(err)) {
       const inferenceId = inferenceIds.get(req) || undefined;
       log.error('http request failed', {
         request_id: req.id,
