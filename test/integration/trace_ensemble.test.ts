@@ -13,6 +13,7 @@ import { inferJson } from '../helpers/http.js';
 import { makeRepo, type Repo } from '../helpers/repo.js';
 import { type ServerHandle, startServer } from '../helpers/server.js';
 import { range } from '../helpers/tensors.js';
+import { CORE_STAMPS } from '../helpers/trace_stamps.js';
 
 interface TraceRecord {
   id: number;
@@ -48,15 +49,7 @@ function traces(file: string): Map<number, Traced> {
   return out;
 }
 
-const STEP_ORDER = [
-  'REQUEST_START',
-  'QUEUE_START',
-  'COMPUTE_START',
-  'COMPUTE_INPUT_END',
-  'COMPUTE_OUTPUT_START',
-  'COMPUTE_END',
-  'REQUEST_END',
-];
+const STEP_ORDER = CORE_STAMPS;
 
 const inputs = () => [
   { name: 'IN0', datatype: 'INT32', shape: [1, 16], data: range(16, (i) => i) },

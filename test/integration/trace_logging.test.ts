@@ -11,6 +11,7 @@ import { get, postJson } from '../helpers/http.js';
 import { type ServerHandle, startServer } from '../helpers/server.js';
 import { simpleGrpcRequest, simpleJsonInputs } from '../helpers/simple.js';
 import { range } from '../helpers/tensors.js';
+import { CORE_STAMPS } from '../helpers/trace_stamps.js';
 
 const repo = inject('modelRepository');
 
@@ -22,20 +23,7 @@ interface TraceRecord {
   timestamps?: { name: string; ns: number }[];
 }
 
-const HTTP_ORDER = [
-  'HTTP_RECV_START',
-  'HTTP_RECV_END',
-  'REQUEST_START',
-  'QUEUE_START',
-  'COMPUTE_START',
-  'COMPUTE_INPUT_END',
-  'COMPUTE_OUTPUT_START',
-  'COMPUTE_END',
-  'REQUEST_END',
-  'INFER_RESPONSE_COMPLETE',
-  'HTTP_SEND_START',
-  'HTTP_SEND_END',
-];
+const HTTP_ORDER = ['HTTP_RECV_START', 'HTTP_RECV_END', ...CORE_STAMPS, 'INFER_RESPONSE_COMPLETE', 'HTTP_SEND_START', 'HTTP_SEND_END'];
 const GRPC_ORDER = HTTP_ORDER.map((n) => n.replace('HTTP_RECV', 'GRPC_WAITREAD').replace('HTTP_SEND', 'GRPC_SEND'));
 
 /** The file's records grouped by trace id: the model record and the timestamps in file order. */

@@ -14,6 +14,7 @@ import { TraceManager } from '../../src/trace/trace_manager.js';
 import { RecordedTrace } from '../helpers/frontends.js';
 import { asBuffer } from '../helpers/tensors.js';
 import { identityTestModel, startTestCore, type TestCore } from '../helpers/test_core.js';
+import { CORE_STAMPS } from '../helpers/trace_stamps.js';
 
 let dir: string;
 beforeEach(() => {
@@ -324,15 +325,7 @@ describe('a traced request through the core', () => {
     const trace = new RecordedTrace(1);
     await tc.core.infer(simpleRequest(trace));
     expect(trace.modelRecord).toEqual({ name: 'simple', version: 1, requestId: 'r1' });
-    expect(trace.names()).toEqual([
-      'REQUEST_START',
-      'QUEUE_START',
-      'COMPUTE_START',
-      'COMPUTE_INPUT_END',
-      'COMPUTE_OUTPUT_START',
-      'COMPUTE_END',
-      'REQUEST_END',
-    ]);
+    expect(trace.names()).toEqual([...CORE_STAMPS]);
     const ns = trace.stamps.map((s) => s.ns);
     for (let i = 1; i < ns.length; i++) expect(ns[i]! >= ns[i - 1]!, `${trace.names()[i]} before ${trace.names()[i - 1]}`).toBe(true);
   });

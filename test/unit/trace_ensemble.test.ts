@@ -13,6 +13,7 @@ import { doubleSimple, ensembleConfig } from '../helpers/ensemble.js';
 import { RecordedTrace } from '../helpers/frontends.js';
 import { asBuffer } from '../helpers/tensors.js';
 import { SIMPLE_TEST_MODEL, startTestCore, type TestCore } from '../helpers/test_core.js';
+import { CORE_STAMPS } from '../helpers/trace_stamps.js';
 
 let dir: string;
 beforeEach(() => {
@@ -174,15 +175,7 @@ describe('a traced ensemble request through the core', () => {
     expect(root.children).toHaveLength(2);
     for (const c of root.children) {
       expect(c.modelRecord).toEqual({ name: 'simple', version: 1, requestId: 'r1' });
-      expect(c.names()).toEqual([
-        'REQUEST_START',
-        'QUEUE_START',
-        'COMPUTE_START',
-        'COMPUTE_INPUT_END',
-        'COMPUTE_OUTPUT_START',
-        'COMPUTE_END',
-        'REQUEST_END',
-      ]);
+      expect(c.names()).toEqual([...CORE_STAMPS]);
       const ns = c.stamps.map((s) => s.ns);
       for (let i = 1; i < ns.length; i++) expect(ns[i]! >= ns[i - 1]!).toBe(true);
       expect(c.ended).toBe(1);
