@@ -498,11 +498,17 @@ function adopt(
   const reservation = instance.adopt(memory);
   if (!reservation) return undefined;
   try {
+    // Each input moves at most a few bytes down, into the gap before it; in increasing offset
+    // order, so no input is overwritten before it has moved (the request may list its inputs
+    // in any order).
     const bytes = new Uint8Array(memory);
+    const order = req.inputs.map((_, i) => i).sort((a, b) => offsets[a]! - offsets[b]!);
+    for (const i of order) {
+      const from = req.inputs[i]!.data;
+      if (offsets[i] !== from.byteOffset) bytes.copyWithin(offsets[i]!, from.byteOffset, from.byteOffset + from.byteLength);
+    }
     const inputs: TensorSlot[] = req.inputs.map((inp, i) => {
       const at = offsets[i]!;
-      // Moved at most a few bytes down, in increasing offset order: nothing still needed is overwritten.
-      if (at !== inp.data.byteOffset) bytes.copyWithin(at, inp.data.byteOffset, inp.data.byteOffset + inp.data.byteLength);
       return {
         name: inp.name,
         datatype: inp.datatype,

@@ -99,6 +99,24 @@ describe('submit with a request of its own memory', () => {
     expect(call.layout.requests).toHaveLength(1);
   });
 
+  it('moves inputs in the order they lie in memory, not the order the request lists them', () => {
+    // Z lies first and X right after it; aligning either overwrites the other's old place, so
+    // moving X first would clobber Z's last byte before Z moved.
+    const memory = new ArrayBuffer(64);
+    const z = placed(memory, 13, f32(1.25, 2.5, -3.75), 'FP32', 'Z'); // [13, 25) → 12
+    const x = placed(memory, 25, f32(-0.5, 7), 'FP32', 'X'); // [25, 33) → 24
+    const inst = new Recorder();
+    submit(inst, [lone([x, z], memory)], 1);
+    const call = inst.calls[0]!;
+    expect(call.via).toBe('adopt');
+    expect(call.layout.inputs.map((t) => [t.name, t.offset])).toEqual([
+      ['X', 24],
+      ['Z', 12],
+    ]);
+    expect(Array.from(new Float32Array(given(call, 0).slice().buffer))).toEqual([-0.5, 7]);
+    expect(Array.from(new Float32Array(given(call, 1).slice().buffer))).toEqual([1.25, 2.5, -3.75]);
+  });
+
   it('assembles a copy as before: a batch of two, no memory of its own, an input elsewhere, or an instance that declines', () => {
     const cases: { reqs: BatchInputs[]; adopting: boolean }[] = [];
     const m1 = new ArrayBuffer(32);
