@@ -90,7 +90,10 @@ body='{"inputs":[{"name":"INPUT0","shape":[1,16],"datatype":"INT32","data":[0,1,
   {"name":"INPUT1","shape":[1,16],"datatype":"INT32","data":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]}],"outputs":[{"name":"OUTPUT0"}]}'
 answer="$(curl -sf -X POST "127.0.0.1:$PORT/v2/models/simple/infer" -d "$body")" || fail "inference request failed"
 [[ "$answer" == *'"data":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16]'* ]] || fail "wrong inference answer: $answer"
-curl -sf "127.0.0.1:$((PORT + 2))/metrics" | grep -q '^nv_inference_request_success{model="simple",version="1"} 1$' ||
+# Read the whole page first: under pipefail, `curl | grep -q` fails at random when grep exits
+# on its match before curl has written the rest (curl then dies of EPIPE).
+metrics="$(curl -sf "127.0.0.1:$((PORT + 2))/metrics")" || fail "metrics port does not answer"
+grep -q '^nv_inference_request_success{model="simple",version="1"} 1$' <<<"$metrics" ||
   fail "metrics port does not count the request"
 podman healthcheck run "$NAME" >/dev/null 2>&1 || fail "the image's HEALTHCHECK fails on a ready server"
 echo "container-smoke: PASS (ready, inference, metrics, HEALTHCHECK, user 10001)"
