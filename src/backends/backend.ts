@@ -5,8 +5,9 @@
 import type { InstancePlacement, PlacedInstances } from '../config/resolved.js';
 import type { ModelSignature } from '../config/signature.js';
 import type { ModelConfig } from '../config/types.js';
+import type { Cancellation } from '../kernel/cancel.js';
 import type { DataType } from '../kernel/datatypes.js';
-import type { InferRequest, InferResponse, Params } from '../kernel/types.js';
+import type { InferRequest, InferResponse, Params, ResponseSink } from '../kernel/types.js';
 
 /** One tensor inside a reservation's buffer: `byteLength` bytes at `offset`. */
 export interface TensorSlot {
@@ -29,6 +30,22 @@ export interface BatchRequest {
   /** Bytes of each input (in `ExecLayout.inputs` order) that are this request's. */
   inputBytes: number[];
   outputs: string[];
+  /**
+   * A decoupled model's request: where its responses go, any number, as the model sends them;
+   * the execution's result then carries none of them. The instance ends every request it was
+   * given with a final send, also when the model cannot (its process died).
+   */
+  responses?: ResponseChannel;
+  /** The request's cancellation: a running decoupled request hears of it here (the model's is_cancelled()). */
+  cancellation?: Cancellation;
+}
+
+/**
+ * One request's responses from a decoupled model's instance: outputs (in the request's own batch
+ * size), an error, or undefined for the final flag sent alone; `final` on the last one.
+ */
+export interface ResponseChannel {
+  send(response: ExecOutput[] | Error | undefined, final: boolean, parameters?: Params): void;
 }
 
 /** Where the inputs of a batch lie in its reservation's buffer, and which outputs to compute. */
@@ -115,6 +132,8 @@ export interface ModelInstance {
  */
 export interface InstanceHost {
   infer(request: InferRequest): Promise<InferResponse>;
+  /** Any model, decoupled ones too: each response to `sink` as it comes (BLS exec(decoupled=True)). */
+  stream(request: InferRequest, sink: ResponseSink): void;
 }
 
 /** What a load needs to know about one model version. */

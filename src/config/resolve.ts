@@ -94,6 +94,7 @@ export function resolveConfig<Settings>(raw: ModelConfig, ctx: ResolveContext<Se
     backend: config.backend,
     utf8BytesOnly: ctx.backend.utf8BytesOnly ?? false,
     maxBatchSize,
+    decoupled: config.model_transaction_policy?.decoupled ?? false,
     defaultModelFilename: config.default_model_filename,
     inputs,
     outputs,

@@ -120,6 +120,8 @@ export interface ResolvedModelConfig<Settings = unknown> {
   /** BYTES elements must be valid UTF-8: the backend passes them as text (ONNX Runtime). */
   readonly utf8BytesOnly: boolean;
   /** 0 = the model does not batch: shapes have no batch dimension. */
+  /** model_transaction_policy.decoupled: a request may get zero, one or many responses. */
+  readonly decoupled: boolean;
   readonly maxBatchSize: number;
   readonly defaultModelFilename: string;
   readonly inputs: readonly ResolvedInput[];

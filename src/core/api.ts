@@ -2,7 +2,7 @@
 // translate wire formats to and from these calls. The model repository stays behind it.
 import type { LogSettingsJson, LogSettingsUpdate } from '../kernel/log.js';
 import type { RequestTrace } from '../kernel/trace.js';
-import type { IndexRow, InferRequest, InferResponse, ModelMetadata, ServerMetadata } from '../kernel/types.js';
+import type { IndexRow, InferRequest, InferResponse, ModelMetadata, ResponseSink, ServerMetadata } from '../kernel/types.js';
 import type { ModelStats } from '../stats/model_stats.js';
 import type { ModelStatisticsJson } from '../stats/report.js';
 import type { TraceSettingsJson, TraceSettingsUpdate } from '../trace/settings.js';
@@ -39,7 +39,19 @@ export interface CoreApi {
   loadModel(name: string, parameters: Record<string, unknown>): Promise<void>;
   /** Repository extension unload; `parameters.unload_dependents` (boolean) as Triton takes it. */
   unloadModel(name: string, parameters?: Record<string, unknown>): Promise<void>;
+  /**
+   * One request, one response. A decoupled model is refused (UNSUPPORTED): the front-ends check
+   * isDecoupled() first and answer with their protocol's text.
+   */
   infer(req: InferRequest): Promise<InferResponse>;
+  /**
+   * One request, its responses to `sink` as they come: a decoupled model's zero or more (the last
+   * one final, maybe empty), any other model's exactly one. Never throws: a refusal is
+   * `sink.error(e, true)`.
+   */
+  inferStream(req: InferRequest, sink: ResponseSink): void;
+  /** Whether the version a request would reach is decoupled; false for a model that is not ready. */
+  isDecoupled(name: string, version: string): boolean;
   /**
    * Trace extension: starts a trace for a request to `model` when sampling picks it (a front-end
    * asks once per request, as it arrives), else undefined. The request carries it (`req.trace`).

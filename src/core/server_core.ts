@@ -2,10 +2,10 @@
 // model version (model/model_version.ts); the core adds server state and the lookups.
 import { fromTritonConfigJson } from '../config/config_json.js';
 import type { ModelConfig } from '../config/types.js';
-import { ServalError } from '../kernel/errors.js';
+import { asServalError, ServalError } from '../kernel/errors.js';
 import { LogControl, type LogSettingsJson, type LogSettingsUpdate } from '../kernel/log.js';
 import type { RequestTrace } from '../kernel/trace.js';
-import type { IndexRow, InferRequest, InferResponse, ModelMetadata, ServerMetadata } from '../kernel/types.js';
+import type { IndexRow, InferRequest, InferResponse, ModelMetadata, ResponseSink, ServerMetadata } from '../kernel/types.js';
 import type { LoadedVersion } from '../model/loaded_version.js';
 import type { ModelRepository } from '../repository/repository.js';
 import { type ModelStatisticsJson, statisticsOf } from '../stats/report.js';
@@ -144,6 +144,7 @@ export class InferenceCore implements CoreApi {
     try {
       if (!this.accepting) throw ServalError.unavailable('Server is shutting down; no new inference requests are accepted');
       const version = this.repository.get(req.modelName, req.modelVersion);
+      if (version.decoupled) throw decoupledRefusal(version.name);
       if (req.trace) return this.tracedInfer(req, req.trace, version, requestStartNs);
       // Shared-memory inputs are read before the model's checks, outputs written after it ran.
       return this.sharedMemory.infer(req, (r) => version.infer(r, requestStartNs));
@@ -159,6 +160,54 @@ export class InferenceCore implements CoreApi {
     return this.sharedMemory
       .infer(req, (r) => version.infer(r, requestStartNs))
       .finally(() => trace.stamp('REQUEST_END', process.hrtime.bigint()));
+  }
+
+  inferStream(req: InferRequest, sink: ResponseSink): void {
+    let version: LoadedVersion;
+    try {
+      version = this.repository.get(req.modelName, req.modelVersion);
+      if (!this.accepting) throw ServalError.unavailable('Server is shutting down; no new inference requests are accepted');
+    } catch (e) {
+      sink.error(asServalError(e), true);
+      return;
+    }
+    if (!version.decoupled) {
+      this.infer(req).then(
+        (res) => sink.response(res, true),
+        (e: unknown) => sink.error(asServalError(e), true),
+      );
+      return;
+    }
+    const requestStartNs = process.hrtime.bigint();
+    const trace = req.trace;
+    if (trace) {
+      trace.model(version.name, version.version, req.id);
+      trace.stamp('REQUEST_START', requestStartNs);
+    }
+    const ended = (): void => trace?.stamp('REQUEST_END', process.hrtime.bigint());
+    try {
+      // Shared memory names one place for one response; a decoupled model's many have none.
+      if (usesSharedMemory(req)) {
+        throw ServalError.unsupported(`model '${version.name}' is decoupled: its requests cannot use shared memory regions`);
+      }
+      version.stream(req, requestStartNs, {
+        response: (res, final) => {
+          if (final) ended();
+          sink.response(res, final);
+        },
+        error: (e, final) => {
+          if (final) ended();
+          sink.error(e, final);
+        },
+      });
+    } catch (e) {
+      ended();
+      sink.error(asServalError(e), true);
+    }
+  }
+
+  isDecoupled(name: string, version: string): boolean {
+    return this.repository.isReady(name, version) && this.repository.get(name, version).decoupled;
   }
 
   startTrace(model: string): RequestTrace | undefined {
@@ -188,4 +237,14 @@ export class InferenceCore implements CoreApi {
   unregisterSystemSharedMemory(name: string): Promise<void> {
     return this.sharedMemory.unregister(name);
   }
+}
+
+/** core.infer() on a decoupled model: the front-ends check first and answer with their protocol's text. */
+function decoupledRefusal(name: string): ServalError {
+  return ServalError.unsupported(`model '${name}' is decoupled: its responses can only be streamed`);
+}
+
+function usesSharedMemory(req: InferRequest): boolean {
+  const named = (p: Record<string, unknown> | undefined): boolean => p?.shared_memory_region !== undefined;
+  return req.inputs.some((i) => named(i.parameters)) || (req.outputs ?? []).some((o) => named(o.parameters));
 }

@@ -3,6 +3,7 @@
 
 import type { Cancellation } from './cancel.js';
 import type { DataType } from './datatypes.js';
+import type { ServalError } from './errors.js';
 import type { RequestTrace } from './trace.js';
 
 export type ParamValue = string | number | boolean | bigint;
@@ -72,6 +73,19 @@ export interface InferResponse {
   id: string;
   outputs: InferOutputTensor[];
   parameters?: Params;
+}
+
+/**
+ * Where the responses of one request go, as the model produces them. A model that is not
+ * decoupled answers exactly once: `response(res, true)` or `error(e, true)`. A decoupled model
+ * (Triton's `model_transaction_policy { decoupled: true }`) answers zero, one or many times, each
+ * response or error in turn; the last call has `final`, and may be `response(undefined, true)`: the
+ * final flag sent alone (Triton's TRITONSERVER_RESPONSE_COMPLETE_FINAL on no response). Nothing is
+ * called after a final call.
+ */
+export interface ResponseSink {
+  response(res: InferResponse | undefined, final: boolean): void;
+  error(e: ServalError, final: boolean): void;
 }
 
 export interface TensorMetadata {

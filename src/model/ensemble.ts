@@ -221,6 +221,14 @@ export class EnsembleVersion implements LoadedVersion {
     return this.config.name;
   }
 
+  get decoupled(): boolean {
+    return this.config.decoupled;
+  }
+
+  stream(): void {
+    throw ServalError.unsupported(`ensemble '${this.name}': decoupled ensembles are not served yet`);
+  }
+
   /**
    * Loads one version of ensemble `name`: the section's own checks, the config resolved like any
    * model's, then every step against its composing model, which the caller has loaded first.

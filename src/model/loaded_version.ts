@@ -1,7 +1,7 @@
 // What the repository keeps and the core calls for one loaded model version, whatever runs it: a
 // backend's model (model_version.ts) or an ensemble of other models (ensemble.ts).
 import type { ResolvedModelConfig } from '../config/resolved.js';
-import type { InferRequest, InferResponse } from '../kernel/types.js';
+import type { InferRequest, InferResponse, ResponseSink } from '../kernel/types.js';
 import type { ModelStats } from '../stats/model_stats.js';
 
 export interface LoadedVersion {
@@ -14,6 +14,13 @@ export interface LoadedVersion {
    * records the request's success and compute times: an ensemble sums its steps' with it.
    */
   infer(req: InferRequest, requestStartNs: bigint, secondaryStats?: ModelStats): Promise<InferResponse>;
+  /** Its requests answer zero or more times (model_transaction_policy.decoupled): they run through stream(). */
+  readonly decoupled: boolean;
+  /**
+   * Validates and runs one request of a decoupled version, each response to `sink` as the model
+   * sends it. Throws what infer() would reject with before the request is queued.
+   */
+  stream(req: InferRequest, requestStartNs: bigint, sink: ResponseSink, secondaryStats?: ModelStats): void;
   /** Waits for queued and running requests, then releases what the version holds. */
   unload(): Promise<void>;
 }

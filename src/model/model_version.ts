@@ -3,16 +3,16 @@
 // check) → label files and warm-up samples → start instances → warm up. Nothing starts before the
 // config is known to be good.
 import { readFile } from 'node:fs/promises';
-import type { Backend, InstanceHost, ModelFiles, ModelInstance } from '../backends/backend.js';
+import type { Backend, ExecOutput, InstanceHost, ModelFiles, ModelInstance, ResponseChannel } from '../backends/backend.js';
 import type { BackendRegistry } from '../backends/registry.js';
 import type { ResponseCache } from '../cache/response_cache.js';
 import { resolveConfig } from '../config/resolve.js';
 import type { ResolvedModelConfig } from '../config/resolved.js';
 import type { ModelConfig } from '../config/types.js';
 import { confinedPath, scrubPaths } from '../kernel/confine.js';
-import { ServalError } from '../kernel/errors.js';
-import type { InferOutputTensor, InferRequest, InferResponse } from '../kernel/types.js';
-import { Scheduler, submit } from '../scheduler/scheduler.js';
+import { asServalError, ServalError } from '../kernel/errors.js';
+import type { InferOutputTensor, InferRequest, InferResponse, ResponseSink } from '../kernel/types.js';
+import { type ScheduledOutput, Scheduler, type SchedulerRequest, submit } from '../scheduler/scheduler.js';
 import { SequenceBatcher, type StateTensor } from '../scheduler/sequence_batcher.js';
 import { ModelStats } from '../stats/model_stats.js';
 import { throughCache } from './cache_path.js';
@@ -102,6 +102,10 @@ export class ModelVersion implements LoadedVersion {
     return { modelName: this.name, modelVersion: String(this.version), id: req.id, outputs };
   }
 
+  get decoupled(): boolean {
+    return this.config.decoupled;
+  }
+
   /** Queues a checked request and shapes what the model produced for the client. */
   private async run(
     req: InferRequest,
@@ -110,7 +114,73 @@ export class ModelVersion implements LoadedVersion {
     requestStartNs: bigint,
     secondaryStats: ModelStats | undefined,
   ): Promise<InferOutputTensor[]> {
-    const produced = await this.scheduler.enqueue({
+    const produced = await this.scheduler.enqueue(this.scheduled(req, v, requestStartNs, secondaryStats));
+    return this.shape(produced, v, topK);
+  }
+
+  /**
+   * A decoupled version's request: each response the model sends is shaped as infer() shapes its
+   * one, counted in the response statistics, and passed to `sink` as it comes. The queue's
+   * promise settles when the model's execute() has returned; responses may come after it.
+   */
+  stream(req: InferRequest, requestStartNs: bigint, sink: ResponseSink, secondaryStats?: ModelStats): void {
+    const topK = classCounts(req);
+    const v = validateRequest(req, this.config);
+    let index = 0;
+    let lastNs = requestStartNs;
+    let done = false;
+    const responses: ResponseChannel = {
+      send: (response, final, parameters) => {
+        if (done) return;
+        done = final;
+        const receivedNs = process.hrtime.bigint();
+        const k = index++;
+        if (k === 0) this.stats.recordFirstResponse(Number(receivedNs - requestStartNs));
+        const inferNs = Number(receivedNs - lastNs);
+        lastNs = receivedNs;
+        if (response === undefined) {
+          this.stats.recordResponse(k, 'empty_response', inferNs, 0);
+          sink.response(undefined, final);
+          return;
+        }
+        if (response instanceof Error) {
+          const err = asServalError(response);
+          this.stats.recordResponse(k, err.code === 'CANCELLED' ? 'cancel' : 'fail', inferNs, 0);
+          sink.error(err, final);
+          return;
+        }
+        let outputs: InferOutputTensor[];
+        try {
+          outputs = this.shape(response.map(asScheduled), v, topK);
+        } catch (e) {
+          this.stats.recordResponse(k, 'fail', inferNs, 0);
+          sink.error(asServalError(e), final);
+          return;
+        }
+        this.stats.recordResponse(k, 'success', inferNs, Number(process.hrtime.bigint() - receivedNs));
+        const res: InferResponse = { modelName: this.name, modelVersion: String(this.version), id: req.id, outputs };
+        if (parameters && Object.keys(parameters).length) res.parameters = parameters;
+        sink.response(res, final);
+      },
+    };
+    this.scheduler.enqueue({ ...this.scheduled(req, v, requestStartNs, secondaryStats), responses }).then(
+      () => undefined,
+      // Refused, cancelled while queued, or execute() failed before the model ended the request.
+      (e: unknown) => {
+        if (done) return;
+        done = true;
+        sink.error(asServalError(e), true);
+      },
+    );
+  }
+
+  private scheduled(
+    req: InferRequest,
+    v: ValidatedRequest,
+    requestStartNs: bigint,
+    secondaryStats: ModelStats | undefined,
+  ): SchedulerRequest {
+    return {
       batchSize: v.batchSize,
       inputs: v.inputs,
       outputs: v.outputs,
@@ -125,7 +195,11 @@ export class ModelVersion implements LoadedVersion {
       // A traced request's tensors may still be read for the trace; others may be taken over.
       ownMemory: req.trace ? undefined : req.ownMemory,
       admitted: req.admitted,
-    });
+    };
+  }
+
+  /** What the model produced, as the client gets it: requested outputs in order, reshaped, classified. */
+  private shape(produced: readonly ScheduledOutput[], v: ValidatedRequest, topK: ReadonlyMap<string, number>): InferOutputTensor[] {
     const byName = new Map(produced.map((o) => [o.name, o]));
     // v.outputs: the requested outputs in request order (validated, no repeats), else all of them.
     // A Python model may leave out an output it was asked for; the response then lacks it, as in Triton.
@@ -145,6 +219,8 @@ export class ModelVersion implements LoadedVersion {
     await Promise.allSettled(this.instances.map((i) => i.close()));
   }
 }
+
+const asScheduled = (o: ExecOutput): ScheduledOutput => ({ name: o.name, datatype: o.datatype, shape: o.dims, data: o.data });
 
 /** The lines of every output's label_filename, by file name. */
 export async function readLabels(config: ModelConfig, name: string, modelDir: string): Promise<Map<string, string[]>> {

@@ -9,7 +9,7 @@ import { parseTextProto } from '../config/pbtxt.js';
 import { modelConfigType } from '../config/schema.js';
 import type { ModelConfig } from '../config/types.js';
 import { validateIo, validateModelConfig } from '../config/validate_config.js';
-import { ServalError } from '../kernel/errors.js';
+import { asServalError, ServalError } from '../kernel/errors.js';
 import type { Logger } from '../kernel/log.js';
 import type { IndexRow, ModelState } from '../kernel/types.js';
 import { EnsembleVersion } from '../model/ensemble.js';
@@ -148,6 +148,19 @@ export class ModelRepository {
   /** What instances call to run requests of their own (Python BLS): the named model, as a client's request. */
   private readonly host: InstanceHost = {
     infer: async (req) => this.get(req.modelName, req.modelVersion).infer(req, process.hrtime.bigint()),
+    stream: (req, sink) => {
+      try {
+        const version = this.get(req.modelName, req.modelVersion);
+        if (version.decoupled) version.stream(req, process.hrtime.bigint(), sink);
+        else
+          version.infer(req, process.hrtime.bigint()).then(
+            (r) => sink.response(r, true),
+            (e: unknown) => sink.error(asServalError(e), true),
+          );
+      } catch (e) {
+        sink.error(asServalError(e), true);
+      }
+    },
   };
 
   constructor(

@@ -1,7 +1,16 @@
 // Per-model scheduling between the core and the instances. Without dynamic batching every
 // request runs alone on the next free instance (Triton's default scheduler); with it, queued
 // requests of compatible shapes are merged into one execution (Triton's dynamic batcher).
-import type { BatchRequest, ExecLayout, ExecResult, Execution, ModelInstance, Reservation, TensorSlot } from '../backends/backend.js';
+import type {
+  BatchRequest,
+  ExecLayout,
+  ExecResult,
+  Execution,
+  ModelInstance,
+  Reservation,
+  ResponseChannel,
+  TensorSlot,
+} from '../backends/backend.js';
 import type { BatchingPolicy, RaggedBatching } from '../config/resolved.js';
 import type { Cancellation } from '../kernel/cancel.js';
 import { type DataType, elementCount, elementSize } from '../kernel/datatypes.js';
@@ -53,10 +62,15 @@ export interface SchedulerRequest {
   ownMemory?: ArrayBuffer;
   /** Called once it is queued (InferRequest.admitted). */
   admitted?: () => void;
+  /**
+   * A decoupled model's request: its responses go here as the model sends them; enqueue() then
+   * resolves with no outputs once the execution has returned.
+   */
+  responses?: ResponseChannel;
 }
 
 /** What a batch is assembled from: each request's inputs in the same (model) order. */
-export type BatchInputs = Pick<SchedulerRequest, 'inputs' | 'outputs' | 'id' | 'parameters' | 'ownMemory'>;
+export type BatchInputs = Pick<SchedulerRequest, 'inputs' | 'outputs' | 'id' | 'parameters' | 'ownMemory' | 'responses' | 'cancellation'>;
 
 interface Queued extends Entry {
   req: SchedulerRequest;
@@ -288,6 +302,9 @@ export class Scheduler {
     // its requests withdraws it and fails it at once, as if it had still been queued. Its slot
     // stays taken until the instance skips it, so `busy` is released only when execute settles.
     let withdrawn = false;
+    // Only the withdraw listeners set here are cleared after: a running decoupled request's
+    // cancellation belongs to the instance from then on (BatchRequest.cancellation).
+    let listening = false;
     const failAll = (err: ServalError, reason: FailureReason): void => {
       for (const q of batch) this.fail(q, err, reason);
     };
@@ -300,6 +317,7 @@ export class Scheduler {
           this.policy.ragged,
         );
         if (execution.held) {
+          listening = true;
           for (const q of batch) {
             q.req.cancellation?.onCancel(() => {
               if (withdrawn || !execution.withdraw()) return;
@@ -310,7 +328,7 @@ export class Scheduler {
         }
         result = await execution.result;
       } finally {
-        for (const q of batch) q.req.cancellation?.onCancel(undefined);
+        if (listening) for (const q of batch) q.req.cancellation?.onCancel(undefined);
       }
       this.stats.recordExecution(
         Math.max(1, total),
@@ -448,6 +466,7 @@ function batchRequests(reqs: readonly BatchInputs[], totalBatch: number): BatchR
     batchSize: totalBatch > 0 ? (reqs.length === 1 ? totalBatch : (r.inputs[0]?.shape[0] ?? 0)) : 0,
     inputBytes: r.inputs.map((t) => t.data.byteLength),
     outputs: r.outputs,
+    ...(r.responses && { responses: r.responses, cancellation: r.cancellation }),
   }));
 }
 

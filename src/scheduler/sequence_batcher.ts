@@ -604,7 +604,10 @@ export class SequenceBatcher {
       inputs.push({ name: s.inputName, datatype: s.datatype, shape: this.batching ? [1, ...st.shape] : [...st.shape], data: st.data });
     }
     const outputs = p ? [...new Set([...p.req.outputs, ...this.stateOutputs])] : [];
-    return p ? { inputs, outputs, id: p.req.id, parameters: p.req.parameters } : { inputs, outputs };
+    if (!p) return { inputs, outputs };
+    const { id, parameters, responses, cancellation } = p.req;
+    // A decoupled sequence model answers through the request's channel (implicit state is not kept for it).
+    return { inputs, outputs, id, parameters, ...(responses && { responses, cancellation }) };
   }
 
   private keepState(seq: Seq, produced: readonly ScheduledOutput[]): void {

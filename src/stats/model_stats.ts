@@ -17,6 +17,19 @@ export interface BatchStat {
   compute_output: Duration;
 }
 
+/** One response index of a decoupled model's requests (Triton's response_stats). */
+export interface ResponseStat {
+  compute_infer: Duration;
+  compute_output: Duration;
+  success: Duration;
+  fail: Duration;
+  empty_response: Duration;
+  cancel: Duration;
+}
+
+/** What became of one response: sent with outputs, an error, the final flag alone, or a cancelled request's. */
+export type ResponseOutcome = 'success' | 'fail' | 'empty_response' | 'cancel';
+
 export type FailureReason = 'REJECTED' | 'CANCELED' | 'BACKEND' | 'OTHER';
 
 export interface RequestTiming {
@@ -56,6 +69,33 @@ export class ModelStats {
   readonly busyNsByInstance = new Map<string, number>();
   /** Instances (ONNX worker threads, Python stubs) replaced after they died (Serval's own metric). */
   instanceRestarts = 0;
+  /** Decoupled models: by response index (0 = each request's first response). */
+  readonly responses = new Map<number, ResponseStat>();
+  /** Decoupled models: time from a request's arrival to its first response, by latencyBucket. */
+  readonly firstResponseBuckets = new Uint32Array(LATENCY_BUCKETS);
+  /** Decoupled models: the sum (ns) and count of those times. */
+  readonly firstResponse = dur();
+
+  /**
+   * Response `index` of a decoupled model's request: `inferNs` since the previous response (or
+   * since the request arrived, for the first), `outputNs` preparing it for the client.
+   */
+  recordResponse(index: number, outcome: ResponseOutcome, inferNs: number, outputNs: number): void {
+    let r = this.responses.get(index);
+    if (!r) {
+      r = { compute_infer: dur(), compute_output: dur(), success: dur(), fail: dur(), empty_response: dur(), cancel: dur() };
+      this.responses.set(index, r);
+    }
+    add(r.compute_infer, inferNs);
+    add(r.compute_output, outputNs);
+    add(r[outcome], inferNs + outputNs);
+  }
+
+  /** A decoupled model's request got its first response `ns` after it arrived. */
+  recordFirstResponse(ns: number): void {
+    add(this.firstResponse, ns);
+    this.firstResponseBuckets[latencyBucket(ns)]! += 1;
+  }
 
   /** One request completed successfully; `batchSize` is its own batch size (≥ 1). */
   recordSuccess(batchSize: number, t: RequestTiming, endNs: bigint): void {

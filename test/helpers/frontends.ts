@@ -2,10 +2,11 @@
 // test/unit/grpc_frontend.test.ts): a captured logger and a fake CoreApi. Tensors as bytes are in
 // tensors.ts, the binary tensor extension in http.ts, the gRPC client in grpc.ts.
 import type { CoreApi, SystemSharedMemoryStatus } from '../../src/core/api.js';
-import { ServalError } from '../../src/kernel/errors.js';
+import type { DataType } from '../../src/kernel/datatypes.js';
+import { asServalError, ServalError } from '../../src/kernel/errors.js';
 import { createLogger, type Logger, type LogSettingsJson, type LogSettingsUpdate } from '../../src/kernel/log.js';
 import type { RequestTrace } from '../../src/kernel/trace.js';
-import type { InferRequest, InferResponse } from '../../src/kernel/types.js';
+import type { InferRequest, InferResponse, ResponseSink } from '../../src/kernel/types.js';
 import type { TraceSettingsJson, TraceSettingsUpdate } from '../../src/trace/settings.js';
 
 /** A logger whose lines (errors and warnings; verbose 0) are kept for the test to read. */
@@ -91,6 +92,38 @@ export function fakeCore(): CoreApi & {
       if (req.modelName === 'traced') return Promise.resolve({ modelName: 'traced', modelVersion: '1', id: req.id, outputs: [] });
       return fail(req.modelName, 'infer');
     },
+    /**
+     * Model `decoupled_N` answers N responses (each with the request's inputs as outputs, the
+     * last final), then nothing more; `decoupled_0` only the final flag; `decoupled_fail` one
+     * response, then an error that ends it. Any other model answers as infer() does.
+     */
+    inferStream(req: InferRequest, sink: ResponseSink): void {
+      requests.push(req);
+      const m = /^decoupled_(\d+|fail)$/.exec(req.modelName);
+      if (!m) {
+        requests.pop();
+        this.infer(req).then(
+          (r) => sink.response(r, true),
+          (e: unknown) => sink.error(asServalError(e), true),
+        );
+        return;
+      }
+      const response = (): InferResponse => ({
+        modelName: req.modelName,
+        modelVersion: '1',
+        id: req.id,
+        outputs: req.inputs.map((t) => ({ name: t.name, datatype: t.datatype as DataType, shape: t.shape, data: t.data })),
+      });
+      if (m[1] === 'fail') {
+        sink.response(response(), false);
+        sink.error(ServalError.internal('the model failed after its first response'), true);
+        return;
+      }
+      const n = Number(m[1]);
+      if (n === 0) sink.response(undefined, true);
+      for (let i = 0; i < n; i++) sink.response(response(), i === n - 1);
+    },
+    isDecoupled: (name: string) => name.startsWith('decoupled_'),
     startTrace(model: string): RequestTrace | undefined {
       if (model !== 'traced') return undefined;
       const t = new RecordedTrace(traces.length + 1);

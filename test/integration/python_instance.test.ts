@@ -30,7 +30,10 @@ afterAll(async () => {
   rmSync(tmp, { recursive: true, force: true });
 });
 
-const noHost: InstanceHost = { infer: () => Promise.reject(ServalError.unavailable('no host in this test')) };
+const noHost: InstanceHost = {
+  infer: () => Promise.reject(ServalError.unavailable('no host in this test')),
+  stream: (_req, sink) => sink.error(ServalError.unavailable('no host in this test'), true),
+};
 
 async function start(
   name: string,
@@ -149,6 +152,7 @@ describe('a Python instance', () => {
           ],
         };
       },
+      stream: noHost.stream,
     };
     const inst = await start('py_bls', {}, { host });
     const x = Array.from({ length: 16 }, (_, i) => i);

@@ -37,23 +37,26 @@ afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 describe('the control channel framing', () => {
   it('reads messages split anywhere and several in one chunk, in order', () => {
     const frames = Buffer.concat([
-      encodeFrame({ t: 'a', n: 1 }),
-      encodeFrame({ t: 'b', text: 'é✓' }),
-      encodeFrame({ t: 'c', big: 2n ** 60n }),
+      ...encodeFrame({ t: 'a', n: 1 }),
+      ...encodeFrame({ t: 'b', text: 'é✓' }, [Buffer.from([1, 2]), Buffer.from([3])]),
+      ...encodeFrame({ t: 'c', big: 2n ** 60n }),
     ]);
     for (const cut of [1, 3, 4, 5, 17, frames.byteLength - 1]) {
       const r = new FrameReader();
       const got = [...r.push(frames.subarray(0, cut)), ...r.push(frames.subarray(cut))];
       expect(got.map((m) => m.t)).toEqual(['a', 'b', 'c']);
       expect(got[1]!.text).toBe('é✓');
+      // Attached bytes come with their message, and only with it.
+      expect([...got[1]!.bin!]).toEqual([1, 2, 3]);
+      expect(got[0]!.bin).toBeUndefined();
     }
     // 64-bit integers are written exactly (a request parameter may be one).
-    expect(encodeFrame({ t: 'x', v: 2n ** 60n }).toString('utf8', 4)).toContain('1152921504606846976');
+    expect(Buffer.from(encodeFrame({ t: 'x', v: 2n ** 60n })[1]!).toString('utf8')).toContain('1152921504606846976');
   });
 
   it('refuses a message without a type', () => {
     const body = Buffer.from('{"x":1}');
-    const frame = Buffer.concat([Buffer.from([body.byteLength, 0, 0, 0]), body]);
+    const frame = Buffer.concat([Buffer.from([body.byteLength, 0, 0, 0, 0, 0, 0, 0]), body]);
     expect(() => new FrameReader().push(frame)).toThrow('without a type');
   });
 });
@@ -89,8 +92,12 @@ describe('placing a Python model', () => {
     expect(p.settings.executionEnvPath).toBe('$$TRITON_MODEL_DIRECTORY/env');
   });
 
+  it('tells the instances a decoupled model is decoupled', () => {
+    expect(placePythonModel({ name: 'm', model_transaction_policy: { decoupled: true } }).settings.decoupled).toBe(true);
+    expect(placePythonModel({ name: 'm' }).settings.decoupled).toBe(false);
+  });
+
   it('refuses what it cannot run', () => {
-    expectServalError(() => placePythonModel({ name: 'm', model_transaction_policy: { decoupled: true } }), 'UNSUPPORTED');
     expectServalError(() => placePythonModel({ name: 'm', instance_group: [{ kind: 'KIND_MODEL' }] }), 'UNSUPPORTED');
     expectServalError(() => placePythonModel({ name: 'm', instance_group: [{ count: 0 }] }), 'INVALID_ARG');
     expectServalError(() => placePythonModel({ name: 'm', instance_group: [{ kind: 'KIND_CPU', gpus: [0] }] }), 'INVALID_ARG');

@@ -32,7 +32,10 @@ async function main(): Promise<void> {
     placed.placements[0]!,
     placed.settings,
     { modelDir: dir, modelPath: path.join(dir, '1', 'model.py') },
-    { infer: () => Promise.reject(ServalError.unavailable('no BLS here')) },
+    {
+      infer: () => Promise.reject(ServalError.unavailable('no BLS here')),
+      stream: (_req, sink) => sink.error(ServalError.unavailable('no BLS here'), true),
+    },
   );
   console.log('| tensor | round trip µs | inside the stub µs | main-thread CPU µs |');
   console.log('|---|---|---|---|');

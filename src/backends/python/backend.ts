@@ -59,6 +59,7 @@ export function pythonBackend(opts: PythonBackendOptions): Backend<PythonSetting
         modelPath: path.resolve(files.modelPath),
         host,
         log: opts.log,
+        decoupled: settings.decoupled,
         args: {
           model_config: settings.modelConfigJson,
           model_instance_kind: placement.kind === 'KIND_GPU' ? 'GPU' : 'CPU',

@@ -1,20 +1,30 @@
-// The control channel to a Python stub: frames of a 4-byte little-endian length and a JSON
-// message. It carries only metadata (names, shapes, offsets, request ids and parameters); tensor
-// bytes go through the shared-memory files (shm.ts).
+// The control channel to a Python stub: frames of an 8-byte header (the JSON message's length and
+// the length of the bytes attached to it, both 32-bit little-endian), the JSON message, then the
+// attached bytes. Messages carry metadata (names, shapes, offsets, request ids and parameters);
+// tensor bytes go through the shared-memory files (shm.ts), except where a message must stand on
+// its own: a decoupled model's responses and BLS traffic outside execute() carry theirs attached,
+// since the shared memory is reused by the next execution.
 import { encodeJson } from '../../kernel/json.js';
 
 /** A message either way; `t` says which (see stub/serval_python_stub.py). */
 export interface StubMessage {
   t: string;
+  /** The bytes attached to the message (tensor data its offsets point into); set by FrameReader. */
+  bin?: Buffer;
   [key: string]: unknown;
 }
 
-export function encodeFrame(msg: StubMessage): Buffer {
+const HEADER = 8;
+
+/** The frame of `msg`, with `attached` (a list of parts, written in order) after it. */
+export function encodeFrame(msg: StubMessage, attached: readonly Uint8Array[] = []): Uint8Array[] {
   const body = Buffer.from(encodeJson(msg), 'utf8');
-  const frame = Buffer.allocUnsafe(4 + body.byteLength);
-  frame.writeUInt32LE(body.byteLength, 0);
-  body.copy(frame, 4);
-  return frame;
+  let binLength = 0;
+  for (const a of attached) binLength += a.byteLength;
+  const head = Buffer.allocUnsafe(HEADER);
+  head.writeUInt32LE(body.byteLength, 0);
+  head.writeUInt32LE(binLength, 4);
+  return [head, body, ...attached];
 }
 
 /** Splits a byte stream into messages; a frame may arrive in pieces or several in one chunk. */
@@ -25,15 +35,19 @@ export class FrameReader {
     this.pending = this.pending.byteLength ? Buffer.concat([this.pending, chunk]) : chunk;
     const out: StubMessage[] = [];
     let at = 0;
-    while (this.pending.byteLength - at >= 4) {
+    while (this.pending.byteLength - at >= HEADER) {
       const n = this.pending.readUInt32LE(at);
-      if (this.pending.byteLength - at - 4 < n) break;
-      const msg = JSON.parse(this.pending.toString('utf8', at + 4, at + 4 + n)) as unknown;
+      const b = this.pending.readUInt32LE(at + 4);
+      if (this.pending.byteLength - at - HEADER < n + b) break;
+      const start = at + HEADER;
+      const msg = JSON.parse(this.pending.toString('utf8', start, start + n)) as unknown;
       if (typeof msg !== 'object' || msg === null || typeof (msg as StubMessage).t !== 'string') {
         throw new Error('the Python stub sent a message without a type');
       }
+      // Attached bytes are copied out: the pending buffer is reused for what follows.
+      if (b > 0) (msg as StubMessage).bin = Buffer.from(this.pending.subarray(start + n, start + n + b));
       out.push(msg as StubMessage);
-      at += 4 + n;
+      at = start + n + b;
     }
     this.pending = at === this.pending.byteLength ? Buffer.alloc(0) : this.pending.subarray(at);
     return out;

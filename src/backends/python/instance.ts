@@ -9,14 +9,31 @@
 //
 // BLS: the stub sends `bls` with its inputs in the "from stub" file; the request runs through the
 // server (InstanceHost.infer, the target model's checks and scheduler) and its outputs go into the
-// "to stub" file after the execution's inputs, the answer to `bls_done`.
+// "to stub" file after the execution's inputs, the answer to `bls_done`. A BLS request made outside
+// a non-decoupled execute() (a decoupled model's, or a stream: exec(decoupled=True)) carries its
+// tensors attached to the messages both ways instead, and a stream is answered by one `bls_done`
+// per response.
+//
+// A decoupled model: each request of `exec` has a key; the model's responses come as `resp`
+// messages with that key and their tensors attached, any time until the final one (after `done`,
+// which then says only that execute() returned). A client's cancel goes to the stub as `cancel`.
 import type { InstancePlacement } from '../../config/resolved.js';
+import type { Cancellation } from '../../kernel/cancel.js';
 import { scrubPaths } from '../../kernel/confine.js';
 import { isDataType } from '../../kernel/datatypes.js';
 import { asServalError, type ErrorCode, ServalError } from '../../kernel/errors.js';
 import type { Logger } from '../../kernel/log.js';
-import type { InferRequest, Params } from '../../kernel/types.js';
-import type { ExecLayout, ExecOutput, ExecResult, Execution, InstanceHost, ModelInstance, Reservation } from '../backend.js';
+import type { InferRequest, InferResponse, Params } from '../../kernel/types.js';
+import type {
+  ExecLayout,
+  ExecOutput,
+  ExecResult,
+  Execution,
+  InstanceHost,
+  ModelInstance,
+  Reservation,
+  ResponseChannel,
+} from '../backend.js';
 import type { StubMessage } from './channel.js';
 import { interpreterProblem } from './interpreter.js';
 import { ShmFile } from './shm.js';
@@ -25,18 +42,27 @@ import { type StubExit, StubProcess } from './stub_process.js';
 /** [name, datatype, shape, offset, byte length] of a tensor in a shared-memory file. */
 type TensorSpec = [string, string, number[], number, number];
 
-/** One request of an `exec` message. */
+/** One request of an `exec` message; `rk` keys a decoupled model's request. */
 interface RequestSpec {
   id: string;
   params: Params;
   outs: string[];
   ins: TensorSpec[];
+  rk?: number;
 }
 
 interface Running {
   seq: number;
   resolve: (r: ExecResult) => void;
   reject: (e: Error) => void;
+  /** The keys of its decoupled requests. */
+  keys: number[];
+}
+
+/** A decoupled model's request that the stub may still answer. */
+interface OpenRequest {
+  channel: ResponseChannel;
+  cancellation: Cancellation | undefined;
 }
 
 export interface PythonInstanceOptions {
@@ -46,6 +72,8 @@ export interface PythonInstanceOptions {
   modelPath: string;
   host: InstanceHost;
   log: Logger;
+  /** The model is decoupled: its responses come through the requests' senders. */
+  decoupled?: boolean;
 }
 
 const INITIAL_SHM = 1 << 20;
@@ -89,6 +117,9 @@ export class PythonInstance implements ModelInstance {
   /** Where the next BLS response goes in the "to stub" file: after the execution's inputs. */
   private blsTop = 0;
   private staging = Buffer.allocUnsafe(INITIAL_SHM);
+  /** A decoupled model's requests not yet ended, by key. */
+  private readonly open = new Map<number, OpenRequest>();
+  private lastKey = 0;
 
   private constructor(
     readonly placement: InstancePlacement,
@@ -166,6 +197,7 @@ export class PythonInstance implements ModelInstance {
         t: 'init',
         args: this.opts.args,
         model_path: this.opts.modelPath,
+        decoupled: this.opts.decoupled ?? false,
         to_size: this.toStub.size,
         from_size: this.fromStub.size,
       });
@@ -174,7 +206,8 @@ export class PythonInstance implements ModelInstance {
 
   private onMessage(stub: StubProcess, m: StubMessage): void {
     if (stub !== this.stub) return;
-    if (m.t === 'done') this.finish(m);
+    if (m.t === 'resp') this.respond(m);
+    else if (m.t === 'done') this.finish(m);
     else if (m.t === 'bls') void this.bls(stub, m);
     else if (m.t === 'log') this.logLine(m);
   }
@@ -195,6 +228,7 @@ export class PythonInstance implements ModelInstance {
     const running = this.running;
     this.running = undefined;
     running?.reject(this.failure(this.unhealthy()));
+    this.endOpen(this.failure(this.unhealthy()));
     if (this.closed) return;
     this.opts.log.error('Stub process is unhealthy and it will be restarted.', {
       model: this.opts.args.model_name,
@@ -274,10 +308,62 @@ export class PythonInstance implements ModelInstance {
     this.blsTop = align(inputBytes);
     const seq = ++this.seq;
     const reqs = this.describe(layout);
-    return new Promise<ExecResult>((resolve, reject) => {
-      this.running = { seq, resolve, reject };
-      stub.send({ t: 'exec', seq, size: this.toStub.size, reqs });
+    const keys: number[] = [];
+    layout.requests?.forEach((r, i) => {
+      if (!r.responses) return;
+      const rk = ++this.lastKey;
+      reqs[i]!.rk = rk;
+      keys.push(rk);
+      this.open.set(rk, { channel: r.responses, cancellation: r.cancellation });
     });
+    return new Promise<ExecResult>((resolve, reject) => {
+      this.running = { seq, resolve, reject, keys };
+      stub.send({ t: 'exec', seq, size: this.toStub.size, reqs });
+      // A running decoupled request hears of its client's cancel (the model's is_cancelled()).
+      for (const rk of keys) {
+        const c = this.open.get(rk)!.cancellation;
+        const cancel = (): void => this.stub?.send({ t: 'cancel', rk });
+        if (c?.cancelled) cancel();
+        else c?.onCancel(cancel);
+      }
+    });
+  }
+
+  /** A decoupled model's response: to its request's channel; the final one ends the request. */
+  private respond(m: StubMessage): void {
+    const rk = m.rk as number;
+    const open = this.open.get(rk);
+    if (!open) return;
+    const final = m.final === true;
+    if (final) this.forget(rk);
+    let response: ExecOutput[] | Error | undefined;
+    if (m.err) response = stubError(m.err as { msg: string; code: string });
+    else if (m.outs) response = this.attachedOutputs(m.outs as TensorSpec[], m.bin);
+    const params = m.params && typeof m.params === 'object' ? (m.params as Params) : undefined;
+    open.channel.send(response, final, params);
+  }
+
+  /** Tensors attached to a message: views of its bytes. */
+  private attachedOutputs(specs: readonly TensorSpec[], bin: Buffer | undefined): ExecOutput[] | Error {
+    const bytes = bin ?? Buffer.alloc(0);
+    const outs: ExecOutput[] = [];
+    for (const [name, datatype, shape, offset, length] of specs) {
+      if (!isDataType(datatype)) return this.failure(`output '${name}' has datatype ${datatype}, which Serval does not support`);
+      outs.push({ name, datatype, dims: shape, data: bytes.subarray(offset, offset + length) });
+    }
+    return outs;
+  }
+
+  private forget(rk: number): void {
+    this.open.get(rk)?.cancellation?.onCancel(undefined);
+    this.open.delete(rk);
+  }
+
+  /** Ends every open decoupled request with `err` (the stub died, or the instance closed). */
+  private endOpen(err: Error): void {
+    const open = [...this.open.values()];
+    for (const rk of [...this.open.keys()]) this.forget(rk);
+    for (const o of open) o.channel.send(err, true);
   }
 
   /** Each request's share of every input, in the order the scheduler assembled them. */
@@ -305,7 +391,14 @@ export class PythonInstance implements ModelInstance {
     if (!running || m.seq !== running.seq) return;
     this.running = undefined;
     if (typeof m.fail === 'string') {
+      // Its decoupled requests end with this error (the scheduler's), not with the model's later sends.
+      for (const rk of running.keys) this.forget(rk);
       running.reject(this.failure(m.fail));
+      return;
+    }
+    if (running.keys.length) {
+      // A decoupled model's execute() returned: its responses come (or came) as `resp`.
+      running.resolve({ outputs: [], computeInputNs: Number(m.tin), computeInferNs: Number(m.tinfer), computeOutputNs: Number(m.tout) });
       return;
     }
     try {
@@ -313,8 +406,7 @@ export class PythonInstance implements ModelInstance {
       const hi = m.hi as number;
       const bytes = hi > lo ? this.fromStub.read(lo, hi - lo) : Buffer.alloc(0);
       const responses = (m.resps as { err?: { msg: string; code: string }; outs?: TensorSpec[] }[]).map((r): ExecOutput[] | Error => {
-        if (r.err)
-          return new ServalError(ERROR_CODES.includes(r.err.code as ErrorCode) ? (r.err.code as ErrorCode) : 'INTERNAL', r.err.msg);
+        if (r.err) return stubError(r.err);
         const outs: ExecOutput[] = [];
         for (const [name, datatype, shape, offset, length] of r.outs ?? []) {
           if (!isDataType(datatype)) return this.failure(`output '${name}' has datatype ${datatype}, which Serval does not support`);
@@ -334,51 +426,88 @@ export class PythonInstance implements ModelInstance {
     }
   }
 
-  /** A BLS request of the model: run it through the server, hand the response back. */
+  /** A BLS request of the model: run it through the server, hand the response(s) back. */
   private async bls(stub: StubProcess, m: StubMessage): Promise<void> {
-    const reply = (body: Record<string, unknown>): void => {
-      if (stub === this.stub) stub.send({ t: 'bls_done', id: m.id, ...body });
+    const inline = m.inline === true;
+    const reply = (body: Record<string, unknown>, attached?: readonly Uint8Array[]): void => {
+      if (stub === this.stub) stub.send({ t: 'bls_done', id: m.id, ...body }, attached);
     };
+    const failed = (e: unknown): void => {
+      const err = asServalError(e);
+      reply({ err: { msg: err.message, code: err.code }, final: true });
+    };
+    let req: InferRequest;
     try {
-      const specs = m.ins as TensorSpec[];
-      const lo = Math.min(...specs.map((s) => s[3]));
-      const hi = Math.max(...specs.map((s) => s[3] + s[4]));
-      const bytes = specs.length && hi > lo ? this.fromStub.read(lo, hi - lo) : Buffer.alloc(0);
-      const outs = m.outs as string[];
-      const req: InferRequest = {
-        modelName: String(m.model),
-        modelVersion: String(m.version ?? ''),
-        id: String(m.rid ?? ''),
-        inputs: specs.map(([name, datatype, shape, offset, length]) => ({
-          name,
-          datatype,
-          shape,
-          data: bytes.subarray(offset - lo, offset - lo + length),
-        })),
-        outputs: outs.length ? outs.map((name) => ({ name })) : undefined,
-        parameters: blsParameters(m),
-      };
+      req = this.blsRequest(m, inline ? (m.bin ?? Buffer.alloc(0)) : undefined);
+    } catch (e) {
+      failed(e);
+      return;
+    }
+    if (m.stream === true) {
+      this.opts.host.stream(req, {
+        response: (res, final) => {
+          const [outs, attached] = attach(res?.outputs ?? []);
+          reply({ outs, final, ...(res?.parameters && { params: res.parameters }) }, attached);
+        },
+        error: (e, final) => reply({ err: { msg: e.message, code: e.code }, final }),
+      });
+      return;
+    }
+    try {
       const resp = await this.opts.host.infer(req);
       if (stub !== this.stub) return;
-      const parts: Uint8Array[] = [];
-      const out: TensorSpec[] = [];
-      const start = align(this.blsTop);
-      let at = start;
-      for (const o of resp.outputs) {
-        const pad = align(at) - at;
-        if (pad) parts.push(ZEROS.subarray(0, pad));
-        at += pad;
-        out.push([o.name, o.datatype, o.shape, at, o.data.byteLength]);
-        parts.push(o.data);
-        at += o.data.byteLength;
-      }
-      if (at > start) this.toStub.writev(parts, start, at - start);
-      this.blsTop = at;
-      reply({ outs: out, size: this.toStub.size });
+      if (inline) {
+        const [outs, attached] = attach(resp.outputs);
+        reply({ outs }, attached);
+      } else reply({ outs: this.writeBlsOutputs(resp), size: this.toStub.size });
     } catch (e) {
-      const err = asServalError(e);
-      reply({ err: { msg: err.message, code: err.code } });
+      failed(e);
     }
+  }
+
+  /** The InferRequest of a `bls` message; its inputs in `attached` bytes, else in the "from stub" file. */
+  private blsRequest(m: StubMessage, attached: Buffer | undefined): InferRequest {
+    const specs = m.ins as TensorSpec[];
+    let bytes = attached;
+    let lo = 0;
+    if (!bytes) {
+      lo = Math.min(...specs.map((s) => s[3]));
+      const hi = Math.max(...specs.map((s) => s[3] + s[4]));
+      bytes = specs.length && hi > lo ? this.fromStub.read(lo, hi - lo) : Buffer.alloc(0);
+    }
+    const outs = m.outs as string[];
+    return {
+      modelName: String(m.model),
+      modelVersion: String(m.version ?? ''),
+      id: String(m.rid ?? ''),
+      inputs: specs.map(([name, datatype, shape, offset, length]) => ({
+        name,
+        datatype,
+        shape,
+        data: bytes.subarray(offset - lo, offset - lo + length),
+      })),
+      outputs: outs.length ? outs.map((name) => ({ name })) : undefined,
+      parameters: blsParameters(m),
+    };
+  }
+
+  /** A BLS response's outputs into the "to stub" file, after the execution's inputs. */
+  private writeBlsOutputs(resp: InferResponse): TensorSpec[] {
+    const parts: Uint8Array[] = [];
+    const out: TensorSpec[] = [];
+    const start = align(this.blsTop);
+    let at = start;
+    for (const o of resp.outputs) {
+      const pad = align(at) - at;
+      if (pad) parts.push(ZEROS.subarray(0, pad));
+      at += pad;
+      out.push([o.name, o.datatype, o.shape, at, o.data.byteLength]);
+      parts.push(o.data);
+      at += o.data.byteLength;
+    }
+    if (at > start) this.toStub.writev(parts, start, at - start);
+    this.blsTop = at;
+    return out;
   }
 
   async close(): Promise<void> {
@@ -391,9 +520,28 @@ export class PythonInstance implements ModelInstance {
     }
     this.running?.reject(ServalError.unavailable(`instance ${this.name} is closed`));
     this.running = undefined;
+    this.endOpen(ServalError.unavailable(`instance ${this.name} is closed`));
     this.toStub.close();
     this.fromStub.close();
   }
+}
+
+/** An error a model answered with (InferenceResponse(error=...)), with the code it chose. */
+function stubError(err: { msg: string; code: string }): ServalError {
+  return new ServalError(ERROR_CODES.includes(err.code as ErrorCode) ? (err.code as ErrorCode) : 'INTERNAL', err.msg);
+}
+
+/** Tensors as specs with offsets into the bytes attached after them, and those bytes. */
+function attach(outputs: readonly { name: string; datatype: string; shape: number[]; data: Uint8Array }[]): [TensorSpec[], Uint8Array[]] {
+  const specs: TensorSpec[] = [];
+  const parts: Uint8Array[] = [];
+  let at = 0;
+  for (const o of outputs) {
+    specs.push([o.name, o.datatype, o.shape, at, o.data.byteLength]);
+    parts.push(o.data);
+    at += o.data.byteLength;
+  }
+  return [specs, parts];
 }
 
 /** A BLS request's parameters: the model's own, and Triton's request fields as Serval's parameters. */

@@ -14,13 +14,12 @@ export interface PythonSettings {
   modelConfigJson: string;
   /** The model's EXECUTION_ENV_PATH parameter, if any (resolved against its folder at start). */
   executionEnvPath: string | undefined;
+  /** model_transaction_policy.decoupled: responses go through the requests' senders. */
+  decoupled: boolean;
 }
 
 export function placePythonModel(config: ModelConfig): PlacedInstances<PythonSettings> {
   const name = config.name ?? '';
-  if (config.model_transaction_policy?.decoupled) {
-    throw ServalError.unsupported(`model '${name}': decoupled Python models are not supported by Serval`);
-  }
   const list: ModelInstanceGroup[] = config.instance_group?.length ? config.instance_group : [{ kind: 'KIND_AUTO' }];
   const groups: ModelInstanceGroup[] = [];
   const placements: InstancePlacement[] = [];
@@ -56,6 +55,7 @@ export function placePythonModel(config: ModelConfig): PlacedInstances<PythonSet
       // resolve.ts sets instance_group from `groups` and reports this same config.
       modelConfigJson: JSON.stringify(toTritonConfigJson({ ...config, instance_group: groups } as Record<string, unknown>)),
       executionEnvPath: env || undefined,
+      decoupled: config.model_transaction_policy?.decoupled ?? false,
     },
   };
 }

@@ -90,9 +90,17 @@ export class StubProcess {
     return this.done === undefined;
   }
 
-  send(msg: StubMessage): void {
+  /** Sends `msg`, with `attached` bytes after it (tensor data its offsets point into). */
+  send(msg: StubMessage, attached?: readonly Uint8Array[]): void {
     if (this.done) return;
-    this.control.write(encodeFrame(msg));
+    const parts = encodeFrame(msg, attached);
+    if (parts.length === 2) this.control.write(Buffer.concat(parts));
+    else {
+      // One writev for the frame and its attachments, without joining them first.
+      this.control.cork();
+      for (const p of parts) this.control.write(p);
+      this.control.uncork();
+    }
   }
 
   kill(): void {

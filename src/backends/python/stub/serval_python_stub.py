@@ -3,15 +3,18 @@
 Serval (src/backends/python/instance.ts) starts it as `python3 serval_python_stub.py instance`
 with three file descriptors:
 
-  3  the control channel, a socket both ways: frames of a 4-byte little-endian length and a JSON
-     message. Only metadata travels here (names, datatypes, shapes, offsets, request ids).
+  3  the control channel, a socket both ways: frames of an 8-byte header (two little-endian
+     32-bit lengths: the JSON message's and the bytes attached after it), the JSON message, then
+     the attached bytes. Mostly metadata travels here (names, datatypes, shapes, offsets, request
+     ids); a decoupled model's responses and BLS traffic outside execute() carry their tensor bytes
+     attached, since the shared memory below is reused by the next execution.
   4  "to stub" shared memory (a file in /dev/shm): Serval writes the inputs of each execution
      and the outputs of BLS responses; the stub maps it and hands out numpy views of it.
   5  "from stub" shared memory: the stub writes the outputs of each execution and the inputs of
      its BLS requests; Serval reads them with positioned reads. The stub grows it as needed.
 
-Messages from Serval: init, exec, bls_done, fin. From the stub: ready, init_error, fatal, done,
-bls, log. `python3 serval_python_stub.py autocomplete` answers one autocomplete message instead
+Messages from Serval: init, exec, bls_done, cancel, fin. From the stub: ready, init_error, fatal,
+done, resp (a decoupled model's response), bls, log. `python3 serval_python_stub.py autocomplete` answers one autocomplete message instead
 (TritonPythonModel.auto_complete_config).
 """
 
@@ -46,14 +49,26 @@ class Channel:
         self.commands = collections.deque()
         self.replies = {}
         self.futures = {}
+        # BLS streams (exec(decoupled=True)): id -> BlsStream, fed every part of the answer.
+        self.streams = {}
+        # Request keys of a decoupled model's requests that Serval says were cancelled.
+        self.cancelled = set()
         self.send_lock = threading.Lock()
 
-    def send(self, msg):
+    def send(self, msg, attached=()):
+        """Sends msg, with `attached` (bytes-like parts, in order) after it."""
         data = json.dumps(msg, separators=(",", ":")).encode("utf-8")
-        frame = memoryview(struct.pack("<I", len(data)) + data)
+        parts = [memoryview(p).cast("B") for p in attached if len(p)]
+        head = struct.pack("<II", len(data), sum(p.nbytes for p in parts))
+        pending = [memoryview(head), memoryview(data), *parts]
         with self.send_lock:
-            while frame:
-                frame = frame[os.write(self.fd, frame) :]
+            while pending:
+                n = os.writev(self.fd, pending)
+                while pending and n >= pending[0].nbytes:
+                    n -= pending[0].nbytes
+                    pending.pop(0)
+                if n:
+                    pending[0] = pending[0][n:]
 
     def _read_some(self):
         try:
@@ -64,12 +79,16 @@ class Channel:
             return None
         self.buf += chunk
         msgs = []
-        while len(self.buf) >= 4:
-            (n,) = struct.unpack_from("<I", self.buf, 0)
-            if len(self.buf) < 4 + n:
+        while len(self.buf) >= 8:
+            n, b = struct.unpack_from("<II", self.buf, 0)
+            if len(self.buf) < 8 + n + b:
                 break
-            msgs.append(json.loads(bytes(self.buf[4 : 4 + n])))
-            del self.buf[: 4 + n]
+            m = json.loads(bytes(self.buf[8 : 8 + n]))
+            if b:
+                # A bytearray: numpy arrays over it are writable, as a model may expect.
+                m["bin"] = self.buf[8 + n : 8 + n + b]
+            msgs.append(m)
+            del self.buf[: 8 + n + b]
         return msgs
 
     def _deliver(self, msgs):
@@ -78,13 +97,21 @@ class Channel:
                 self.closed = True
             else:
                 for m in msgs:
-                    if m.get("t") == "bls_done":
+                    t = m.get("t")
+                    if t == "bls_done":
+                        stream = self.streams.get(m["id"])
+                        if stream is not None:
+                            stream.put(m)
+                            continue
                         waiter = self.futures.pop(m["id"], None)
                         if waiter is not None:
                             loop, fut = waiter
                             loop.call_soon_threadsafe(_settle, fut, m)
                         else:
                             self.replies[m["id"]] = m
+                    elif t == "cancel":
+                        # Marked at once, whoever reads: a model's is_cancelled() must see it mid-execute.
+                        self.cancelled.add(m["rk"])
                     else:
                         self.commands.append(m)
             self.reading = False
@@ -109,6 +136,10 @@ class Channel:
     def next_command(self):
         return self.wait(lambda: self.commands.popleft() if self.commands else None)
 
+    def poll(self):
+        """Takes in whatever has arrived, without waiting (when no one else is reading)."""
+        self.on_readable()
+
     def on_readable(self):
         """An event loop's reader callback: reads only when no one else does and data is there."""
         with self.cond:
@@ -125,6 +156,78 @@ class Channel:
 
 class StubError(Exception):
     """A model broke the execute() contract: reported as its message alone (no traceback)."""
+
+
+class BlsStream:
+    """The responses of one exec(decoupled=True), in order: an iterator, and an async one. The
+    last response carries the final flag; it is yielded too, empty when the final flag came alone
+    (as in Triton, where a BLS caller checks for that last empty response)."""
+
+    def __init__(self, stub, rid):
+        self.stub = stub
+        self.rid = rid
+        self.parts = collections.deque()
+        self.waiter = None  # (loop, future) of an async reader waiting for a part
+        self.ended = False
+
+    def put(self, m):
+        """Called by the channel's reader, under its lock."""
+        self.parts.append(m)
+        if self.waiter is not None:
+            loop, fut = self.waiter
+            self.waiter = None
+            loop.call_soon_threadsafe(_settle, fut, None)
+
+    def _take(self, m):
+        if m.get("final", True):
+            self.ended = True
+            with self.stub.chan.cond:
+                self.stub.chan.streams.pop(self.rid, None)
+        return self.stub.bls_response(m)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.ended:
+            raise StopIteration
+        parts = self.parts
+        return self._take(self.stub.chan.wait(lambda: parts.popleft() if parts else None))
+
+    def __aiter__(self):
+        return self
+
+    async def first(self):
+        """Waits for the first response to arrive (async_exec returns the stream then)."""
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        while True:
+            with self.stub.chan.cond:
+                if self.parts:
+                    return self
+                fut = loop.create_future()
+                self.waiter = (loop, fut)
+            with self.stub.reading_on(loop):
+                await fut
+
+    async def __anext__(self):
+        import asyncio
+
+        if self.ended:
+            raise StopAsyncIteration
+        loop = asyncio.get_running_loop()
+        chan = self.stub.chan
+        while True:
+            with chan.cond:
+                if self.parts:
+                    m = self.parts.popleft()
+                    break
+                fut = loop.create_future()
+                self.waiter = (loop, fut)
+            with self.stub.reading_on(loop):
+                await fut
+        return self._take(m)
 
 
 def _settle(fut, msg):
@@ -187,6 +290,10 @@ class Stub:
         self.model_name = ""
         self.model_version = -1
         self.reader_loops = {}
+        self.decoupled = False
+        self.instance_name = ""
+        # Decoupled `async def execute`: coroutines run on this loop's thread, so executions overlap.
+        self.bg_loop = None
 
     # -- shared memory -------------------------------------------------------------------------
     def map_to(self, size):
@@ -209,8 +316,8 @@ class Stub:
             self.from_top = end
             return off, self.from_map
 
-    def write_tensor(self, tensor):
-        """Writes a Tensor into the "from stub" memory: [name, datatype, shape, offset, length]."""
+    def tensor_bytes(self, tensor):
+        """A Tensor's datatype, shape and bytes (a memoryview) as they go to Serval."""
         np = self.np
         arr = tensor.as_numpy()
         dt = tensor._datatype
@@ -221,24 +328,44 @@ class Stub:
                 arr = np.asarray(arr)
             # (memoryview cannot cast an empty array's view)
             data = memoryview(np.ascontiguousarray(arr)).cast("B") if arr.size else memoryview(b"")
+        return dt, [int(d) for d in arr.shape], data
+
+    def write_tensor(self, tensor):
+        """Writes a Tensor into the "from stub" memory: [name, datatype, shape, offset, length]."""
+        dt, shape, data = self.tensor_bytes(tensor)
         n = data.nbytes
         off, m = self.alloc(n)
         if n:
             m[off : off + n] = data
-        return [tensor.name(), dt, [int(d) for d in arr.shape], off, n]
+        return [tensor.name(), dt, shape, off, n]
 
-    def read_tensor(self, spec):
-        """A Tensor over the "to stub" memory from [name, datatype, shape, offset, length]."""
+    def attach_tensors(self, tensors):
+        """Tensors as bytes attached to a message: their specs (offsets into the attachment) and the parts."""
+        specs, parts, at = [], [], 0
+        for t in tensors:
+            dt, shape, data = self.tensor_bytes(t)
+            specs.append([t.name(), dt, shape, at, data.nbytes])
+            parts.append(data)
+            at += data.nbytes
+        return specs, parts
+
+    def read_tensor(self, spec, buf=None, copy=False):
+        """A Tensor from [name, datatype, shape, offset, length] over the "to stub" memory, or over
+        `buf` (bytes attached to a message). `copy`: its own memory, for a tensor that outlives the
+        execution (a decoupled model's inputs: the next execution reuses the shared memory)."""
         np = self.np
         name, dt, shape, off, n = spec
+        src = self.to_map if buf is None else buf
         if dt == "BYTES":
-            arr = self.pb.deserialize_bytes_tensor(memoryview(self.to_map)[off : off + n]).reshape(shape)
+            arr = self.pb.deserialize_bytes_tensor(memoryview(src)[off : off + n]).reshape(shape)
         else:
             dtype = self.pb._DATATYPE_TO_NUMPY[dt]
             if n == 0:
                 arr = np.empty(shape, dtype=dtype)
             else:
-                arr = np.frombuffer(self.to_map, dtype=dtype, count=n // dtype.itemsize, offset=off).reshape(shape)
+                arr = np.frombuffer(src, dtype=dtype, count=n // dtype.itemsize, offset=off).reshape(shape)
+                if copy:
+                    arr = arr.copy()
         t = self.pb.Tensor.__new__(self.pb.Tensor)
         t._name, t._array, t._datatype = name, arr, dt
         return t
@@ -252,6 +379,8 @@ class Stub:
         args = msg["args"]
         self.model_name = args["model_name"]
         self.model_version = int(args["model_version"])
+        self.instance_name = args.get("model_instance_name", self.model_name)
+        self.decoupled = bool(msg.get("decoupled"))
         try:
             module = load_model_module(msg["model_path"])
             self.model = module.TritonPythonModel()
@@ -286,28 +415,32 @@ class Stub:
         return self.loop.run_until_complete(coro)
 
     # -- execution -----------------------------------------------------------------------------
+    def make_request(self, r, copy=False):
+        pb = self.pb
+        params = r["params"]
+        req = pb.InferenceRequest(
+            model_name=self.model_name,
+            requested_output_names=r["outs"],
+            inputs=[self.read_tensor(s, copy=copy) for s in r["ins"]],
+            request_id=r["id"],
+            correlation_id=params.get("sequence_id", 0),
+            model_version=self.model_version,
+            flags=(pb.TRITONSERVER_REQUEST_FLAG_SEQUENCE_START if params.get("sequence_start") else 0)
+            | (pb.TRITONSERVER_REQUEST_FLAG_SEQUENCE_END if params.get("sequence_end") else 0),
+            parameters=params,
+        )
+        req._rk = r.get("rk")
+        return req
+
     def execute(self, msg):
+        if self.decoupled:
+            self.execute_decoupled(msg)
+            return
         t0 = time.perf_counter_ns()
         self.map_to(msg["size"])
         self.from_top = 0
-        pb = self.pb
         try:
-            requests = []
-            for r in msg["reqs"]:
-                params = r["params"]
-                requests.append(
-                    pb.InferenceRequest(
-                        model_name=self.model_name,
-                        requested_output_names=r["outs"],
-                        inputs=[self.read_tensor(s) for s in r["ins"]],
-                        request_id=r["id"],
-                        correlation_id=params.get("sequence_id", 0),
-                        model_version=self.model_version,
-                        flags=(pb.TRITONSERVER_REQUEST_FLAG_SEQUENCE_START if params.get("sequence_start") else 0)
-                        | (pb.TRITONSERVER_REQUEST_FLAG_SEQUENCE_END if params.get("sequence_end") else 0),
-                        parameters=params,
-                    )
-                )
+            requests = [self.make_request(r) for r in msg["reqs"]]
             t1 = time.perf_counter_ns()
             self.in_execute = True
             try:
@@ -339,6 +472,84 @@ class Stub:
             }
         )
 
+    def execute_decoupled(self, msg):
+        """A decoupled model's execute(): its responses go out through the requests' senders, as
+        the model sends them (also from other threads, after execute returned); `done` says only
+        that execute() returned, or how it failed."""
+        t0 = time.perf_counter_ns()
+        self.map_to(msg["size"])
+        try:
+            requests = [self.make_request(r, copy=True) for r in msg["reqs"]]
+            t1 = time.perf_counter_ns()
+            self.in_execute = True
+            try:
+                result = self.model.execute(requests)
+            finally:
+                self.in_execute = False
+            if hasattr(result, "__await__"):
+                self.run_in_background(result, requests)
+            elif result is not None:
+                raise StubError(
+                    f"Python model '{self.instance_name}' is using the decoupled mode and the execute function must return None."
+                )
+            t2 = time.perf_counter_ns()
+        except StubError as e:
+            self.chan.send({"t": "done", "seq": msg["seq"], "fail": str(e)})
+            return
+        except Exception as e:
+            self.chan.send({"t": "done", "seq": msg["seq"], "fail": format_exception(e)})
+            return
+        self.chan.send({"t": "done", "seq": msg["seq"], "tin": t1 - t0, "tinfer": t2 - t1, "tout": 0})
+
+    def run_in_background(self, coro, requests):
+        """A decoupled model's `async def execute`: runs on the background loop while the next
+        execution starts (Triton's async execute); a failure ends the requests it left open."""
+        import asyncio
+
+        if self.bg_loop is None:
+            self.bg_loop = asyncio.new_event_loop()
+            threading.Thread(target=self.bg_loop.run_forever, name="serval-async-execute", daemon=True).start()
+        fut = asyncio.run_coroutine_threadsafe(coro, self.bg_loop)
+
+        def finished(f):
+            e = None if f.cancelled() else f.exception()
+            if e is None:
+                return
+            self.log("ERROR", f"Failed to process the request(s) for model '{self.model_name}', message: {format_exception(e)}")
+            for req in requests:
+                sender = req.get_response_sender()
+                if not sender._closed:
+                    sender.send(self.pb.InferenceResponse(error=self.pb.TritonError(format_exception(e))), self.pb.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+
+        fut.add_done_callback(finished)
+
+    def send_response(self, request, response, final):
+        """One response of a decoupled model's request (InferenceResponseSender.send)."""
+        pb = self.pb
+        msg = {"t": "resp", "rk": request._rk, "final": bool(final)}
+        parts = ()
+        if response is not None:
+            if response.has_error():
+                err = response.error()
+                code = err.code() if isinstance(err, pb.TritonError) else pb.TritonError.INTERNAL
+                msg["err"] = {
+                    "msg": err.message() if isinstance(err, pb.TritonError) else str(err),
+                    "code": pb._CODE_NAMES[code] if 0 <= code < len(pb._CODE_NAMES) else "INTERNAL",
+                }
+            else:
+                msg["outs"], parts = self.attach_tensors(self.wanted_outputs(response, request))
+            if response._parameters:
+                msg["params"] = response._parameters
+        if final:
+            self.chan.cancelled.discard(request._rk)
+        self.chan.send(msg, parts)
+
+    def is_cancelled(self, request):
+        if request._rk is None:
+            return False
+        self.chan.poll()
+        return request._rk in self.chan.cancelled
+
     def responses(self, result, requests):
         pb = self.pb
         if not isinstance(result, (list, tuple)):
@@ -360,23 +571,32 @@ class Stub:
                 msg = err.message() if isinstance(err, pb.TritonError) else str(err)
                 out.append({"err": {"msg": msg, "code": pb._CODE_NAMES[code] if 0 <= code < len(pb._CODE_NAMES) else "INTERNAL"}})
                 continue
-            wanted = set(req.requested_output_names())
-            seen = set()
-            tensors = []
-            for t in resp.output_tensors():
-                if not isinstance(t, pb.Tensor):
-                    raise StubError(f"an output tensor is a {type(t).__name__}, not a pb_utils.Tensor")
-                if (wanted and t.name() not in wanted) or t.name() in seen:
-                    continue
-                seen.add(t.name())
-                tensors.append(self.write_tensor(t))
-            out.append({"outs": tensors})
+            out.append({"outs": [self.write_tensor(t) for t in self.wanted_outputs(resp, req)]})
         return out
 
-    # -- BLS -----------------------------------------------------------------------------------
-    def bls_request(self, request):
+    def wanted_outputs(self, resp, req):
+        """The response's tensors the request asked for (all when it named none), each once."""
         pb = self.pb
-        if not self.in_execute:
+        wanted = set(req.requested_output_names())
+        seen = set()
+        tensors = []
+        for t in resp.output_tensors():
+            if not isinstance(t, pb.Tensor):
+                raise StubError(f"an output tensor is a {type(t).__name__}, not a pb_utils.Tensor")
+            if (wanted and t.name() not in wanted) or t.name() in seen:
+                continue
+            seen.add(t.name())
+            tensors.append(t)
+        return tensors
+
+    # -- BLS -----------------------------------------------------------------------------------
+    def bls_request(self, request, stream=False):
+        """The `bls` message of a BLS request and the bytes attached to it. Inside a non-decoupled
+        model's execute() its inputs go through the shared memory; otherwise (a decoupled model,
+        whose threads may call at any time, or a stream) they and the answer travel attached."""
+        pb = self.pb
+        inline = stream or self.decoupled
+        if not self.in_execute and not inline:
             raise pb.TritonModelException("BLS requests can only be made while execute runs")
         if not request.model_name():
             raise pb.TritonModelException("a BLS InferenceRequest needs a model_name")
@@ -387,7 +607,7 @@ class Stub:
             self.bls_ids += 1
             rid = self.bls_ids
         version = request.model_version()
-        return rid, {
+        msg = {
             "t": "bls",
             "id": rid,
             "model": request.model_name(),
@@ -398,21 +618,35 @@ class Stub:
             "corr": request.correlation_id(),
             "flags": request.flags(),
             "timeout": request.timeout(),
-            "ins": [self.write_tensor(t) for t in request.inputs()],
         }
+        parts = ()
+        if inline:
+            msg["inline"] = True
+            msg["ins"], parts = self.attach_tensors(request.inputs())
+        else:
+            msg["ins"] = [self.write_tensor(t) for t in request.inputs()]
+        if stream:
+            msg["stream"] = True
+        return rid, msg, parts
 
     def bls_response(self, reply):
         pb = self.pb
+        params = reply.get("params")
         if "err" in reply:
             e = reply["err"]
             code = pb._CODE_NAMES.index(e["code"]) if e["code"] in pb._CODE_NAMES else pb.TritonError.INTERNAL
-            return pb.InferenceResponse(error=pb.TritonError(e["msg"], code))
-        self.map_to(reply["size"])
-        return pb.InferenceResponse(output_tensors=[self.read_tensor(s) for s in reply["outs"]])
+            return pb.InferenceResponse(error=pb.TritonError(e["msg"], code), parameters=params)
+        # Outputs in the "to stub" memory come with its size; others are attached (maybe none).
+        buf = None
+        if "size" in reply:
+            self.map_to(reply["size"])
+        else:
+            buf = reply.get("bin", bytearray())
+        return pb.InferenceResponse(output_tensors=[self.read_tensor(s, buf) for s in reply["outs"]], parameters=params)
 
     def infer(self, request):
-        rid, msg = self.bls_request(request)
-        self.chan.send(msg)
+        rid, msg, parts = self.bls_request(request)
+        self.chan.send(msg, parts)
         replies = self.chan.replies
         return self.bls_response(self.chan.wait(lambda: replies.pop(rid, None)))
 
@@ -420,25 +654,45 @@ class Stub:
         import asyncio
 
         loop = asyncio.get_running_loop()
-        rid, msg = self.bls_request(request)
+        rid, msg, parts = self.bls_request(request)
         fut = loop.create_future()
         with self.chan.cond:
             if rid in self.chan.replies:
                 fut.set_result(self.chan.replies.pop(rid))
             else:
                 self.chan.futures[rid] = (loop, fut)
-        if self.reader_loops.get(loop, 0) == 0:
-            loop.add_reader(CONTROL_FD, self.chan.on_readable)
-        self.reader_loops[loop] = self.reader_loops.get(loop, 0) + 1
-        try:
-            self.chan.send(msg)
+        with self.reading_on(loop):
+            self.chan.send(msg, parts)
             reply = await fut
-        finally:
-            self.reader_loops[loop] -= 1
-            if self.reader_loops[loop] == 0:
-                del self.reader_loops[loop]
-                loop.remove_reader(CONTROL_FD)
         return self.bls_response(reply)
+
+    def infer_stream(self, request):
+        """exec(decoupled=True): a BlsStream the answer's parts arrive in; the caller iterates it."""
+        rid, msg, parts = self.bls_request(request, stream=True)
+        stream = BlsStream(self, rid)
+        with self.chan.cond:
+            self.chan.streams[rid] = stream
+        self.chan.send(msg, parts)
+        return stream
+
+    def reading_on(self, loop):
+        """While in use, `loop` also reads the control channel (when no thread is reading it), so
+        an awaited reply arrives even if no other thread waits on the channel."""
+        stub = self
+
+        class Reading:
+            def __enter__(self):
+                if stub.reader_loops.get(loop, 0) == 0:
+                    loop.add_reader(CONTROL_FD, stub.chan.on_readable)
+                stub.reader_loops[loop] = stub.reader_loops.get(loop, 0) + 1
+
+            def __exit__(self, *exc):
+                stub.reader_loops[loop] -= 1
+                if stub.reader_loops[loop] == 0:
+                    del stub.reader_loops[loop]
+                    loop.remove_reader(CONTROL_FD)
+
+        return Reading()
 
     def log(self, level, message):
         self.chan.send({"t": "log", "level": level, "msg": message})

@@ -9,6 +9,7 @@ Logger, BLS through InferenceRequest.exec / async_exec) over Serval's stub
 
 import json
 import struct
+import threading
 
 import numpy as np
 
@@ -351,7 +352,10 @@ class InferenceRequest:
         return json.dumps(self._parameters)
 
     def is_cancelled(self):
-        return False
+        """Whether the client cancelled this request (a decoupled model's; False otherwise)."""
+        if _stub is None or getattr(self, "_rk", None) is None:
+            return False
+        return _stub.is_cancelled(self)
 
     def trace(self):
         return None
@@ -362,23 +366,57 @@ class InferenceRequest:
         self._release_flags = flags
 
     def get_response_sender(self):
-        raise TritonModelException("decoupled models (response senders) are not supported by Serval")
+        """The sender of this request's responses (a decoupled model's; the same one each call)."""
+        sender = getattr(self, "_sender", None)
+        if sender is None:
+            if _stub is None or getattr(self, "_rk", None) is None:
+                raise TritonModelException("Unable to get the response sender: the model is not using the decoupled transaction policy")
+            sender = self._sender = InferenceResponseSender(self)
+        return sender
 
     def exec(self, decoupled=False):
-        """Runs this request on the named model inside Serval and waits for the response."""
-        if decoupled:
-            raise TritonModelException("BLS requests to decoupled models are not supported by Serval")
+        """Runs this request on the named model inside Serval and waits for the response; with
+        decoupled=True, an iterator of its responses as they come (the last one final, maybe empty)."""
         if _stub is None:
             raise TritonModelException("BLS requests can only be made by a model that Serval runs")
+        if decoupled:
+            return _stub.infer_stream(self)
         return _stub.infer(self)
 
     async def async_exec(self, decoupled=False):
         """Like exec(), without blocking the event loop of an `async def execute`."""
-        if decoupled:
-            raise TritonModelException("BLS requests to decoupled models are not supported by Serval")
         if _stub is None:
             raise TritonModelException("BLS requests can only be made by a model that Serval runs")
+        if decoupled:
+            return await _stub.infer_stream(self).first()
         return await _stub.infer_async(self)
+
+
+class InferenceResponseSender:
+    """Sends a decoupled model's responses to one request, from any thread, any time, until one
+    carries TRITONSERVER_RESPONSE_COMPLETE_FINAL."""
+
+    def __init__(self, request):
+        self._request = request
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def send(self, response=None, flags=0):
+        if flags not in (0, TRITONSERVER_RESPONSE_COMPLETE_FINAL):
+            raise TritonModelException(f"Unsupported response flags: {flags}")
+        if response is not None and not isinstance(response, InferenceResponse):
+            raise TritonModelException(f"send() takes an InferenceResponse, not {type(response).__name__}")
+        if response is None and flags != TRITONSERVER_RESPONSE_COMPLETE_FINAL:
+            raise TritonModelException("Inference Response object is needed when the response flags are not final.")
+        final = flags == TRITONSERVER_RESPONSE_COMPLETE_FINAL
+        with self._lock:
+            if self._closed:
+                raise TritonModelException("Unable to send response. Response sender has been closed.")
+            self._closed = final
+            _stub.send_response(self._request, response, final)
+
+    def is_cancelled(self):
+        return self._request.is_cancelled()
 
 
 def is_model_ready(model_name, model_version=""):

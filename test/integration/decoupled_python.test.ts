@@ -1,0 +1,217 @@
+// Decoupled Python models through the core (real stubs, no front-end): a request answered zero,
+// one or many times through Triton's response sender, from execute() or from threads after it
+// returned; errors sent or raised; response parameters; misuse of the sender; cancellation
+// reaching the model's is_cancelled(); coroutine executes that overlap; BLS streams
+// (exec(decoupled=True), async_exec(decoupled=True)) into a decoupled model; a stub that dies.
+import { cpSync, mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { builtinBackends } from '../../src/builtin_backends.js';
+import { InferenceCore } from '../../src/core/server_core.js';
+import { Cancellation } from '../../src/kernel/cancel.js';
+import { bytesToStrings } from '../../src/kernel/datatypes.js';
+import type { ServalError } from '../../src/kernel/errors.js';
+import { createLogger } from '../../src/kernel/log.js';
+import type { InferInputTensor, InferRequest, InferResponse } from '../../src/kernel/types.js';
+import { ModelRepository } from '../../src/repository/repository.js';
+import { ROOT } from '../helpers/paths.js';
+import { bytesRaw, fromI32 } from '../helpers/tensors.js';
+
+/** What a request's sink received, in order. */
+type Event = { kind: 'response'; res: InferResponse | undefined; final: boolean } | { kind: 'error'; err: ServalError; final: boolean };
+
+let dir: string;
+let repo: ModelRepository;
+let core: InferenceCore;
+
+beforeAll(async () => {
+  dir = mkdtempSync(path.join(os.tmpdir(), 'serval-decoupled-'));
+  for (const m of ['py_decoupled', 'py_decoupled_async', 'py_bls_stream']) {
+    cpSync(path.join(ROOT, 'test', 'python_models', m), path.join(dir, m), { recursive: true });
+  }
+  cpSync(path.join(ROOT, 'model_repository', 'repeat_int32'), path.join(dir, 'repeat_int32'), { recursive: true });
+  const log = createLogger(0, () => undefined);
+  repo = new ModelRepository([dir], log, {
+    mode: 'none',
+    startupModels: [],
+    autoComplete: true,
+    backends: builtinBackends({ log, backendConfig: [] }),
+  });
+  await repo.loadAll();
+  core = new InferenceCore(repo, { id: 'serval', version: 'test', strictReadiness: false, extensions: [] });
+}, 60_000);
+
+afterAll(async () => {
+  await repo.unloadAll();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const i32 = (values: number[]): Uint8Array => new Uint8Array(Int32Array.from(values).buffer);
+const text = (name: string, s: string): InferInputTensor => ({ name, datatype: 'BYTES', shape: [1], data: bytesRaw([s]) });
+
+function request(model: string, inputs: InferInputTensor[], cancellation?: Cancellation): InferRequest {
+  return { modelName: model, modelVersion: '', id: `${model}-req`, inputs, parameters: {}, ...(cancellation && { cancellation }) };
+}
+
+/** Runs one request through core.inferStream; resolves with every call its sink got, once one is final. */
+function stream(req: InferRequest, onEvent?: (e: Event, all: Event[]) => void): Promise<Event[]> {
+  return new Promise((resolve) => {
+    const events: Event[] = [];
+    const push = (e: Event): void => {
+      expect(events.at(-1)?.final ?? false, 'nothing may follow a final call').toBe(false);
+      events.push(e);
+      onEvent?.(e, events);
+      if (e.final) resolve(events);
+    };
+    core.inferStream(req, {
+      response: (res, final) => push({ kind: 'response', res, final }),
+      error: (err, final) => push({ kind: 'error', err, final }),
+    });
+  });
+}
+
+const mode = (m: string, n?: number): InferRequest =>
+  request('py_decoupled', [text('MODE', m), ...(n === undefined ? [] : [{ name: 'N', datatype: 'INT32', shape: [1], data: i32([n]) }])]);
+
+/** OUT of a response of py_decoupled. */
+function out(e: Event): string {
+  if (e.kind !== 'response' || !e.res) throw new Error(`expected a response with outputs, got ${JSON.stringify(e)}`);
+  const t = e.res.outputs.find((o) => o.name === 'OUT')!;
+  return bytesToStrings(t.data, 'OUT')[0]!;
+}
+
+describe('a decoupled Python model answers through its response sender', () => {
+  it('sends N responses from a thread after execute returned, then the final flag alone', async () => {
+    const events = await stream(mode('count', 4));
+    expect(events.map((e) => e.kind)).toEqual(['response', 'response', 'response', 'response', 'response']);
+    expect(events.slice(0, 4).map(out)).toEqual(['r0', 'r1', 'r2', 'r3']);
+    expect(events.slice(0, 4).every((e) => !e.final)).toBe(true);
+    expect(events[4]).toEqual({ kind: 'response', res: undefined, final: true });
+    const first = events[0] as { res: InferResponse };
+    expect(first.res.id).toBe('py_decoupled-req');
+    expect(first.res.modelName).toBe('py_decoupled');
+    expect(fromI32(first.res.outputs.find((o) => o.name === 'IDX')!.data)).toEqual([0]);
+  });
+
+  it('sends from inside execute, the final flag on the last response', async () => {
+    const events = await stream(mode('inline', 2));
+    expect(events.map(out)).toEqual(['r0', 'r1']);
+    expect(events.map((e) => e.final)).toEqual([false, true]);
+  });
+
+  it('may answer with nothing but the final flag', async () => {
+    expect(await stream(mode('zero'))).toEqual([{ kind: 'response', res: undefined, final: true }]);
+  });
+
+  it('sends errors as responses: a non-final one lets the request go on, with the code the model chose', async () => {
+    const events = await stream(mode('error_mid'));
+    expect(events.map((e) => e.kind)).toEqual(['response', 'error', 'response', 'response']);
+    const err = events[1] as { err: ServalError; final: boolean };
+    expect(err.err.message).toBe('a bad step');
+    expect(err.err.code).toBe('INVALID_ARG');
+    expect(err.final).toBe(false);
+    expect(out(events[2]!)).toBe('after');
+    expect(events[3]).toEqual({ kind: 'response', res: undefined, final: true });
+    const last = await stream(mode('error_final'));
+    expect(last).toHaveLength(1);
+    expect(last[0]).toMatchObject({ kind: 'error', final: true });
+    expect((last[0] as { err: ServalError }).err.message).toBe('the end is an error');
+  });
+
+  it('passes response parameters on', async () => {
+    const events = await stream(mode('params'));
+    expect((events[0] as { res: InferResponse }).res.parameters).toEqual({ answer: 42, kind: 'text', ok: true });
+  });
+
+  it('fails the request when execute raises or returns responses', async () => {
+    const raised = await stream(mode('raise'));
+    expect(raised).toHaveLength(1);
+    expect(raised[0]).toMatchObject({ kind: 'error', final: true });
+    expect((raised[0] as { err: ServalError }).err.message).toContain('raised inside execute');
+    const returned = await stream(mode('return_list'));
+    expect(returned[0]).toMatchObject({ kind: 'error', final: true });
+    expect((returned[0] as { err: ServalError }).err.message).toContain(
+      'is using the decoupled mode and the execute function must return None',
+    );
+  });
+
+  it("refuses a send after the final flag, and a None response without it, with Triton's texts", async () => {
+    const only = await stream(mode('after_final'));
+    expect(only.map(out)).toEqual(['only']);
+    expect(out((await stream(mode('report')))[0]!)).toBe('TritonModelException: Unable to send response. Response sender has been closed.');
+    const bad = await stream(mode('bad_flags'));
+    expect(bad).toEqual([{ kind: 'response', res: undefined, final: true }]);
+    expect(out((await stream(mode('report')))[0]!)).toMatch(/^TritonModelException: Inference Response object is needed/);
+  });
+
+  it("a client's cancel reaches the running model: is_cancelled() turns true on the request and its sender", async () => {
+    const cancellation = new Cancellation();
+    const events = await stream(request('py_decoupled', [text('MODE', 'until_cancel')], cancellation), (_e, all) => {
+      if (all.length === 2) cancellation.cancel();
+    });
+    expect(events.at(-1)).toEqual({ kind: 'response', res: undefined, final: true });
+    const report = out((await stream(mode('report')))[0]!);
+    expect(report).toMatch(/^cancelled=True sender=True after=\d+$/);
+    // It stopped soon after the cancel, not at its 10 s deadline.
+    expect(Number(/after=(\d+)/.exec(report)![1])).toBeLessThan(20);
+  });
+
+  it('one-response infer() is refused for a decoupled model', async () => {
+    await expect(core.infer(mode('count'))).rejects.toMatchObject({ code: 'UNSUPPORTED' });
+  });
+});
+
+describe('async def execute in a decoupled model', () => {
+  it('runs the coroutines of several requests at once', async () => {
+    const ms = (n: number) => request('py_decoupled_async', [{ name: 'MS', datatype: 'INT32', shape: [1], data: i32([n]) }]);
+    const t0 = Date.now();
+    const all = await Promise.all([stream(ms(400)), stream(ms(400)), stream(ms(400))]);
+    const took = Date.now() - t0;
+    for (const events of all) {
+      expect(events).toHaveLength(1);
+      expect(events[0]!.final).toBe(true);
+      expect(fromI32((events[0] as { res: InferResponse }).res.outputs[0]!.data)).toEqual([400]);
+    }
+    // One after another they would take 1.2 s.
+    expect(took).toBeLessThan(1100);
+  });
+});
+
+describe('BLS into a decoupled model', () => {
+  for (const m of ['sum', 'async_sum']) {
+    it(`${m === 'sum' ? 'exec' : 'async_exec'}(decoupled=True) yields every response, the last one the empty final`, async () => {
+      const values = [5, 7, 11, 13];
+      const events = await stream(
+        request('py_bls_stream', [text('MODE', m), { name: 'IN', datatype: 'INT32', shape: [4], data: i32(values) }]),
+      );
+      expect(events).toHaveLength(1);
+      expect(events[0]).toMatchObject({ kind: 'response', final: true });
+      const res = (events[0] as { res: InferResponse }).res;
+      const get = (name: string) => fromI32(res.outputs.find((o) => o.name === name)!.data)[0];
+      expect(get('SUM')).toBe(36);
+      expect(get('COUNT')).toBe(values.length + 1);
+      expect(get('EMPTY')).toBe(1);
+    });
+  }
+});
+
+describe('a decoupled model whose stub dies', () => {
+  it('ends its open requests with an error, then serves again', async () => {
+    const cancellation = new Cancellation();
+    let pid = 0;
+    const events = await stream(request('py_decoupled', [text('MODE', 'until_cancel')], cancellation), (_e, all) => {
+      if (all.length !== 1) return;
+      // The model version's one instance (a PythonInstance) knows its stub's pid.
+      const version = repo.get('py_decoupled', '') as unknown as { instances: { stubPid?: number }[] };
+      pid = version.instances[0]!.stubPid ?? 0;
+      process.kill(pid, 'SIGKILL');
+    });
+    expect(pid).toBeGreaterThan(0);
+    const last = events.at(-1)!;
+    expect(last).toMatchObject({ kind: 'error', final: true });
+    expect((last as { err: ServalError }).err.message).toContain('is not healthy');
+    const again = await stream(mode('inline', 1));
+    expect(again.map(out)).toEqual(['r0']);
+  }, 30_000);
+});
