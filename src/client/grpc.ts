@@ -286,21 +286,49 @@ export class GrpcClient implements InferenceClient {
   }
 }
 
+/** A request on a stream: infer()'s options but the signal (a stream's requests end with the stream). */
+export type StreamInferOptions = Omit<InferOptions, 'signal'> & {
+  /**
+   * Asks a decoupled model's request for an empty response when the model ends it without one
+   * (Triton's `triton_enable_empty_final_response`), so the final flag always arrives.
+   */
+  enableEmptyFinalResponse?: boolean;
+};
+
+/** Where the answers of one request in flight go. */
+interface Waiting {
+  answer(r: Result | ServalClientError, final: boolean): void;
+  fail(e: Error): void;
+}
+
+/**
+ * Whether a streamed response is its request's last: Triton flags each with
+ * `triton_final_response`; one without the flag (an error refused before the model ran) is final,
+ * as Triton's own clients take it.
+ */
+function isFinal(res: WireInferResponse | undefined): boolean {
+  const p = res?.parameters?.triton_final_response;
+  return p?.parameter_choice !== 'bool_param' || p.bool_param === true;
+}
+
 /**
  * One ModelStreamInfer stream. `infer()` sends a request and resolves with its response,
  * matched by request id (the stream gives one an id when the caller does not). A request the
- * server fails rejects alone; the stream goes on. `onResponse` sees every response as it comes,
- * including the several responses of a decoupled model.
+ * server fails rejects alone; the stream goes on. A decoupled model answers a request any number
+ * of times: `inferEach()` hands over every response and resolves after the final one.
+ * `onResponse` sees every response of every request as it comes.
  */
 export class InferStream {
-  private readonly waiting = new Map<string, { resolve: (r: Result) => void; reject: (e: Error) => void }>();
+  /** Requests sent and not finally answered, by id: an id is free again after its final response. */
+  private readonly waiting = new Map<string, Waiting>();
   private next = 0;
   private ended: Error | undefined;
-  onResponse: ((r: Result | ServalClientError, id: string) => void) | undefined;
+  onResponse: ((r: Result | ServalClientError, id: string, final: boolean) => void) | undefined;
 
   constructor(private readonly call: grpc.ClientDuplexStream<unknown, unknown>) {
     call.on('data', (msg: { error_message: string; infer_response?: WireInferResponse }) => {
       const id = msg.infer_response?.id ?? '';
+      const final = isFinal(msg.infer_response);
       let answer: Result | ServalClientError;
       try {
         answer = msg.error_message
@@ -309,39 +337,88 @@ export class InferStream {
       } catch (e) {
         answer = e instanceof ServalClientError ? e : new ServalClientError(String(e), { protocol: 'grpc' });
       }
-      this.onResponse?.(answer, id);
+      this.onResponse?.(answer, id, final);
       const w = this.waiting.get(id);
       if (!w) return;
-      this.waiting.delete(id);
-      if (answer instanceof ServalClientError) w.reject(answer);
-      else w.resolve(answer);
+      if (final) this.waiting.delete(id);
+      w.answer(answer, final);
     });
     const finish = (err: Error): void => {
       this.ended ??= err;
-      for (const w of this.waiting.values()) w.reject(err);
+      for (const w of this.waiting.values()) w.fail(err);
       this.waiting.clear();
     };
     call.on('error', (e: grpc.ServiceError) => finish(errorOf(e)));
     call.on('end', () => finish(new ServalClientError('the stream ended', { protocol: 'grpc' })));
   }
 
-  infer(model: string, inputs: readonly InferInput[], options: Omit<InferOptions, 'signal'> = {}): Promise<Result> {
-    if (this.ended) return Promise.reject(this.ended);
-    const id = options.id || `stream-${++this.next}`;
-    if (this.waiting.has(id)) return Promise.reject(new ServalClientError(`request id '${id}' is already in flight on this stream`));
-    let request: ReturnType<typeof inferRequest>;
-    try {
-      request = inferRequest(model, inputs, { ...options, id });
-    } catch (e) {
-      return Promise.reject(e);
-    }
+  /**
+   * One request, settled by its first response (a decoupled model's further responses go to
+   * `onResponse` only).
+   */
+  infer(model: string, inputs: readonly InferInput[], options: StreamInferOptions = {}): Promise<Result> {
     return new Promise<Result>((resolve, reject) => {
-      this.waiting.set(id, { resolve, reject });
-      this.call.write(request);
+      let settled = false;
+      const sent = this.send(model, inputs, options, {
+        answer: (r) => {
+          if (settled) return;
+          settled = true;
+          if (r instanceof ServalClientError) reject(r);
+          else resolve(r);
+        },
+        fail: (e) => {
+          if (!settled) reject(e);
+          settled = true;
+        },
+      });
+      if (sent) reject(sent);
     });
   }
 
-  /** Ends the sending side; the promises still waiting settle as their answers arrive. */
+  /**
+   * One request to a model that may answer many times (decoupled): `each` gets every response or
+   * in-band error as it comes, with whether it is the last; resolves once the last has come,
+   * rejects if the stream ends before.
+   */
+  inferEach(
+    model: string,
+    inputs: readonly InferInput[],
+    options: StreamInferOptions,
+    each: (r: Result | ServalClientError, final: boolean) => void,
+  ): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const sent = this.send(model, inputs, options, {
+        answer: (r, final) => {
+          each(r, final);
+          if (final) resolve();
+        },
+        fail: reject,
+      });
+      if (sent) reject(sent);
+    });
+  }
+
+  /** Writes one request; the error instead when it cannot be sent. */
+  private send(model: string, inputs: readonly InferInput[], options: StreamInferOptions, w: Waiting): Error | undefined {
+    if (this.ended) return this.ended;
+    const id = options.id || `stream-${++this.next}`;
+    if (this.waiting.has(id)) return new ServalClientError(`request id '${id}' is already in flight on this stream`);
+    const { enableEmptyFinalResponse, ...rest } = options;
+    let request: ReturnType<typeof inferRequest>;
+    try {
+      request = inferRequest(model, inputs, { ...rest, id });
+    } catch (e) {
+      return e instanceof Error ? e : new ServalClientError(String(e));
+    }
+    if (enableEmptyFinalResponse !== undefined) {
+      request.parameters.triton_enable_empty_final_response = { bool_param: enableEmptyFinalResponse };
+    }
+    this.waiting.set(id, w);
+    this.call.write(request);
+    return undefined;
+  }
+
+  /** Ends the sending side; the requests still waiting settle as their answers arrive. */
   end(): void {
     this.call.end();
   }

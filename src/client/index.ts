@@ -24,7 +24,7 @@ import type {
 } from './types.js';
 
 export { type ErrorStatus, ServalClientError } from './errors.js';
-export { GrpcClient, type GrpcClientOptions, InferStream } from './grpc.js';
+export { GrpcClient, type GrpcClientOptions, InferStream, type StreamInferOptions } from './grpc.js';
 export { HttpClient, type HttpClientOptions } from './http.js';
 export {
   type BytesElement,

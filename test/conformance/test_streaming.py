@@ -6,8 +6,8 @@ What Triton does for a model that is not decoupled, from its
 ``stream_infer_handler.cc``: every request gets exactly one response, written
 in the order the requests arrived; a successful one carries the parameter
 ``triton_final_response: true``; a failed request is answered in
-``error_message`` (infer_response holding only the request id) and the stream
-goes on; ``triton_enable_empty_final_response`` only ever adds a response for
+``error_message`` (infer_response holding the request id, and the model's name
+and version when the model itself failed) and the stream goes on; ``triton_enable_empty_final_response`` only ever adds a response for
 decoupled models.
 """
 

@@ -46,11 +46,14 @@ export const FAKE_TRACE_SETTINGS: TraceSettingsJson = {
  */
 export function fakeCore(): CoreApi & {
   requests: InferRequest[];
+  /** Requests of `decoupled_async_N` / `decoupled_forever` that saw their cancellation. */
+  cancelled: InferRequest[];
   regions: Map<string, SystemSharedMemoryStatus>;
   traces: RecordedTrace[];
   settingsCalls: { kind: 'trace' | 'log'; model?: string; update?: TraceSettingsUpdate | LogSettingsUpdate }[];
 } {
   const requests: InferRequest[] = [];
+  const cancelled: InferRequest[] = [];
   const traces: RecordedTrace[] = [];
   const settingsCalls: { kind: 'trace' | 'log'; model?: string; update?: TraceSettingsUpdate | LogSettingsUpdate }[] = [];
   const failing = ['boom', 'internal', 'busy', 'invalid', 'unsupported'];
@@ -95,10 +98,19 @@ export function fakeCore(): CoreApi & {
     /**
      * Model `decoupled_N` answers N responses (each with the request's inputs as outputs, the
      * last final), then nothing more; `decoupled_0` only the final flag; `decoupled_fail` one
-     * response, then an error that ends it. Any other model answers as infer() does.
+     * response, then an error that ends it. `decoupled_async_N` answers as `decoupled_N` does,
+     * each response a few milliseconds after the one before, from a timer; `decoupled_forever`
+     * answers once at once, then nothing until the request is cancelled, which it records in
+     * `cancelled` and ends with a final CANCELLED error (as does `decoupled_async_N` when
+     * cancelled meanwhile). Any other model answers as infer() does.
      */
     inferStream(req: InferRequest, sink: ResponseSink): void {
       requests.push(req);
+      const paced = /^decoupled_(async_(\d+)|forever)$/.exec(req.modelName);
+      if (paced) {
+        streamUntilCancelled(req, sink, paced[2] === undefined ? undefined : Number(paced[2]), cancelled);
+        return;
+      }
       const m = /^decoupled_(\d+|fail)$/.exec(req.modelName);
       if (!m) {
         requests.pop();
@@ -157,7 +169,57 @@ export function fakeCore(): CoreApi & {
     regions,
     traces,
     settingsCalls,
+    cancelled,
   };
+}
+
+/** Each input back as an output of the same name: a response of the fake core's decoupled models. */
+function echoResponse(req: InferRequest): InferResponse {
+  return {
+    modelName: req.modelName,
+    modelVersion: '1',
+    id: req.id,
+    outputs: req.inputs.map((t) => ({ name: t.name, datatype: t.datatype as DataType, shape: t.shape, data: t.data })),
+  };
+}
+
+/**
+ * `n` echo responses a few milliseconds apart (the last final), or with `n` undefined one at once
+ * and then none; a cancel stops it, is recorded in `cancelled`, and ends it with a final CANCELLED error.
+ */
+function streamUntilCancelled(req: InferRequest, sink: ResponseSink, n: number | undefined, cancelled: InferRequest[]): void {
+  let timer: NodeJS.Timeout | undefined;
+  let ended = false;
+  const cancel = (): void => {
+    if (ended) return;
+    ended = true;
+    clearTimeout(timer);
+    cancelled.push(req);
+    sink.error(ServalError.cancelled('request was cancelled'), true);
+  };
+  if (req.cancellation?.cancelled) {
+    cancel();
+    return;
+  }
+  req.cancellation?.onCancel(cancel);
+  if (n === undefined) {
+    sink.response(echoResponse(req), false);
+    return;
+  }
+  let sent = 0;
+  const next = (): void => {
+    if (ended) return;
+    if (sent === n) {
+      ended = true;
+      sink.response(undefined, true);
+      return;
+    }
+    sent += 1;
+    ended = sent === n;
+    sink.response(echoResponse(req), ended);
+    if (!ended) timer = setTimeout(next, 3);
+  };
+  timer = setTimeout(next, 3);
 }
 
 /** A trace that keeps what the front-end stamped on it. */

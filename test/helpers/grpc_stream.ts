@@ -27,6 +27,8 @@ export interface InferStreamClient {
   readonly replies: StreamReply[];
   /** Resolves once `n` responses in all have arrived (rejects if the call ends first). */
   waitFor(n: number, timeoutMs?: number): Promise<StreamReply[]>;
+  /** Resolves once the responses so far satisfy `done` (rejects if the call ends first). */
+  waitUntil(done: (replies: readonly StreamReply[]) => boolean, what: string, timeoutMs?: number): Promise<StreamReply[]>;
   /** Half-close: the client sends no more requests. */
   end(): void;
   cancel(): void;
@@ -56,19 +58,41 @@ export function openInferStream(address: string, metadata = new grpc.Metadata())
   const serialize = (v: object): Buffer => (Buffer.isBuffer(v) ? v : m.requestSerialize(v));
   const call = client.makeBidiStreamRequest(m.path, serialize, m.responseDeserialize, metadata, {});
   const replies: StreamReply[] = [];
-  const waiters: { n: number; resolve: (r: StreamReply[]) => void; reject: (e: Error) => void }[] = [];
+  const waiters: {
+    done: (r: readonly StreamReply[]) => boolean;
+    what: string;
+    resolve: (r: StreamReply[]) => void;
+    reject: (e: Error) => void;
+  }[] = [];
   let ended: grpc.StatusObject | undefined;
   const wake = (): void => {
     for (const w of [...waiters]) {
-      if (replies.length >= w.n) {
+      if (w.done(replies)) {
         waiters.splice(waiters.indexOf(w), 1);
         w.resolve(replies.slice());
       } else if (ended) {
         waiters.splice(waiters.indexOf(w), 1);
-        w.reject(new Error(`the stream ended (${ended.code}: ${ended.details}) after ${replies.length} of ${w.n} responses`));
+        w.reject(new Error(`the stream ended (${ended.code}: ${ended.details}) after ${replies.length} responses, before ${w.what}`));
       }
     }
   };
+  const waitUntil = (done: (r: readonly StreamReply[]) => boolean, what: string, timeoutMs = 30_000): Promise<StreamReply[]> =>
+    new Promise<StreamReply[]>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`timed out waiting for ${what} (have ${replies.length} responses)`)), timeoutMs);
+      waiters.push({
+        done,
+        what,
+        resolve: (r) => {
+          clearTimeout(timer);
+          resolve(r);
+        },
+        reject: (e) => {
+          clearTimeout(timer);
+          reject(e);
+        },
+      });
+      wake();
+    });
   call.on('data', (r: StreamReply) => {
     replies.push(r);
     wake();
@@ -86,22 +110,8 @@ export function openInferStream(address: string, metadata = new grpc.Metadata())
     send: (req) => void call.write(req),
     sendRaw: (bytes) => void call.write(bytes),
     replies,
-    waitFor: (n, timeoutMs = 30_000) =>
-      new Promise<StreamReply[]>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`timed out waiting for ${n} responses (have ${replies.length})`)), timeoutMs);
-        waiters.push({
-          n,
-          resolve: (r) => {
-            clearTimeout(timer);
-            resolve(r);
-          },
-          reject: (e) => {
-            clearTimeout(timer);
-            reject(e);
-          },
-        });
-        wake();
-      }),
+    waitFor: (n, timeoutMs) => waitUntil((r) => r.length >= n, `${n} responses`, timeoutMs),
+    waitUntil,
     end: () => call.end(),
     cancel: () => call.cancel(),
     status,

@@ -213,6 +213,20 @@ describe('gRPC ModelStreamInfer', () => {
     expectFailed(r[1]!, 'err', UNKNOWN('no_such_model'));
   });
 
+  it('a request that fails after the core took it in is answered naming it, flagged final, as Triton’s response callback does', async () => {
+    stream.send(request(`${QUEUED}invalid`, 'late', [1], { model_version: '3' }));
+    stream.send(request('no_such_model', 'early', [2], { model_version: '3' }));
+    const [late, early] = await stream.waitFor(2);
+    expect(late!.error_message).toBe("[request id: <id_unknown>] infer: bad request for model 'invalid'");
+    // The request's model name and version as the client sent them, no outputs, the final flag.
+    expect(late!.infer_response).toEqual(
+      expect.objectContaining({ id: 'late', model_name: `${QUEUED}invalid`, model_version: '3', outputs: [], raw_output_contents: [] }),
+    );
+    expect(late!.infer_response?.parameters).toEqual({ triton_final_response: expect.objectContaining({ bool_param: true }) });
+    // Refused as issued: only the id.
+    expectFailed(early!, 'early', UNKNOWN('no_such_model'));
+  });
+
   it('malformed requests get the codec’s error and never reach the core; the stream goes on', async () => {
     // raw_input_contents for one input of two.
     stream.send({

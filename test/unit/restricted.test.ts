@@ -105,7 +105,8 @@ function routes(app: FastifyInstance): string[] {
   const out: string[] = [];
   const prefixes: string[] = [];
   for (const line of app.printRoutes({ commonPrefix: false }).split('\n')) {
-    const m = /^([│├└─\s]*)(\/\S*)(?: \(([^)]*)\))?$/.exec(line);
+    // A segment may continue its parent's without a slash: /generate, then _stream.
+    const m = /^([│├└─\s]*)(\S+)(?: \(([^)]*)\))?$/.exec(line);
     if (!m) continue;
     const depth = m[1]!.length / 4;
     prefixes.length = depth;

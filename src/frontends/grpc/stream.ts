@@ -1,7 +1,9 @@
 // gRPC ModelStreamInfer: any number of ModelInferRequests on one bidirectional stream, each
-// answered in-band by a ModelStreamInferResponse carrying the request's id; a failed request gets
-// `error_message` and the stream goes on. Requests take the unary path: the same codec, then
-// core.infer (scheduler, dynamic batcher), several in flight at once.
+// answered in-band by ModelStreamInferResponses carrying the request's id; a failed request gets
+// `error_message` and the stream goes on. Requests are decoded by the unary codec and go to
+// core.inferStream (scheduler, dynamic batcher), several in flight at once. A model that is not
+// decoupled answers each request once, in request order; a decoupled one answers zero or more
+// times, written as the responses come (Triton's stream_infer_handler.cc).
 // A client that opens the stream with the header `triton_grpc_error: true` gets Triton's other
 // mode instead: the first request the core fails ends the stream with that error's status.
 import type * as grpc from '@grpc/grpc-js';
@@ -28,22 +30,6 @@ export const EMPTY_FINAL_PARAM = 'triton_enable_empty_final_response';
  * `1` leave the default mode) makes errors end the stream with their gRPC status.
  */
 export const GRPC_ERROR_HEADER = 'triton_grpc_error';
-
-/**
- * Where the responses of one request go. A model that is not decoupled answers exactly once,
- * final. A decoupled model (not served yet) would call `response` any number of times, the last
- * with `final`, or end with no response at all, which becomes an empty final response when the
- * request set `triton_enable_empty_final_response` (see `StreamRequest.emptyFinal`).
- */
-export interface ResponseSink {
-  response(res: InferResponse, final: boolean): void;
-  /**
-   * The request failed; nothing follows. `admitted`: it failed after the core took it in
-   * (InferRequest.admitted), not as a refusal of the request as issued (unreadable, unknown model,
-   * invalid inputs, a full queue), which Triton answers in-band in either mode.
-   */
-  error(e: unknown, admitted?: boolean): void;
-}
 
 /** A request read off a stream, with the stream-only options Triton's front-end takes out of it. */
 export interface StreamRequest {
@@ -75,22 +61,61 @@ export function decodeStreamRequest(msg: GrpcInferRequest): StreamRequest {
   return { req, emptyFinal: v };
 }
 
+const finalParam = (final: boolean) => ({ [FINAL_RESPONSE_PARAM]: { bool_param: final } });
+
 /** A successful response as Triton streams it: every one carries triton_final_response. */
 function okMessage(res: InferResponse, final: boolean): Buffer {
   const infer_response = encodeGrpcInfer(res);
-  infer_response.parameters = { ...infer_response.parameters, [FINAL_RESPONSE_PARAM]: { bool_param: final } };
+  infer_response.parameters = { ...infer_response.parameters, ...finalParam(final) };
   return writeStreamResponse({ error_message: '', infer_response });
 }
 
-/** A failed request: Triton clears infer_response and puts back only the id, so the client knows which one failed. */
-function errorMessage(id: string, message: string): Buffer {
-  return writeStreamResponse({ error_message: message, infer_response: { id } });
+/** What the request named: Triton copies these (as sent) into the responses it makes up itself. */
+interface Named {
+  id: string;
+  model: string;
+  version: string;
 }
 
-/** A request's place in the stream's response order; `trace` when the trace extension sampled it. */
+/**
+ * A decoupled model's final flag sent alone, when the request asked for it: Triton sends an empty
+ * response with the request's id, model name and version (as the request gave them), flagged final.
+ */
+function emptyFinalMessage(n: Named): Buffer {
+  return writeStreamResponse({
+    error_message: '',
+    infer_response: { id: n.id, model_name: n.model, model_version: n.version, parameters: finalParam(true) },
+  });
+}
+
+/**
+ * A failed request. Refused before the core took it in (unreadable, unknown model, invalid inputs,
+ * a full queue): Triton clears infer_response and puts back only the id. Failed after (the model's
+ * error, a cancel, a timeout): Triton's response callback names the request as the empty final
+ * response does, and flags whether more responses follow.
+ */
+function errorMessage(n: Named, message: string, admitted: boolean, final: boolean): Buffer {
+  if (!admitted) return writeStreamResponse({ error_message: message, infer_response: { id: n.id } });
+  return writeStreamResponse({
+    error_message: message,
+    infer_response: { id: n.id, model_name: n.model, model_version: n.version, parameters: finalParam(final) },
+  });
+}
+
+/**
+ * A request of a model that is not decoupled: its place in the stream's response order. Its
+ * messages leave once every slot before it is done; `trace` when the trace extension sampled it.
+ */
 interface Slot {
-  message: Buffer | undefined;
+  messages: Buffer[];
+  done: boolean;
   trace: RequestTrace | undefined;
+}
+
+/** Where one request's answers go: in its slot (request order) or straight to the client (decoupled). */
+interface Replies {
+  /** A message to send; `final`: the request's last. */
+  send(message: Buffer | undefined, final: boolean): void;
 }
 
 const now = (): bigint => process.hrtime.bigint();
@@ -102,7 +127,7 @@ class InferStream {
    * writes them: a slot per request, written once it and every slot before it are filled.
    */
   private readonly order: Slot[] = [];
-  /** Requests the core holds, cancelled together when the client goes away. */
+  /** Requests the core holds (until their final answer), cancelled together when the client goes away. */
   private readonly inflight = new Set<Cancellation>();
   private readEnded = false;
   private draining = false;
@@ -137,104 +162,137 @@ class InferStream {
 
   private onRequest(msg: WireInferRequest): void {
     if (this.closed) return;
-    const id = msg.id ?? '';
-    const trace = grpcInferTrace(this.core, msg.model_name);
-    const sink = this.orderedSink(id, trace);
+    const named: Named = { id: msg.id ?? '', model: msg.model_name ?? '', version: msg.model_version ?? '' };
+    // Triton looks the model's transaction policy up first: a decoupled model's answers (its
+    // refusals too) are written as they come, any other request's in request order.
+    const decoupled = this.core.isDecoupled(named.model, named.version);
+    const trace = grpcInferTrace(this.core, named.model);
+    const replies = decoupled ? this.direct(trace) : this.ordered(trace);
+    let done = false;
+    let ticket: BudgetTicket | undefined;
+    let cancellation: Cancellation | undefined;
+    // Whether the core took the request in before it failed (see errorMessage).
+    let admitted = false;
+    let responded = false;
+    const finish = (): void => {
+      done = true;
+      if (cancellation) this.inflight.delete(cancellation);
+      ticket?.release();
+    };
+    const fail = (e: unknown, final: boolean): void => {
+      if (done) return;
+      if (final) finish();
+      const err = asServalError(e);
+      if (isServerFault(e)) {
+        this.log.error('grpc request failed', {
+          method: this.call.getPath(),
+          request_id: named.id,
+          error: e instanceof Error ? (e.stack ?? e.message) : String(e),
+        });
+      }
+      if (admitted && this.grpcErrors && !this.closed) {
+        trace?.end();
+        this.fail(err);
+        return;
+      }
+      replies.send(errorMessage(named, err.message, admitted, final), final);
+    };
+
     let decoded: StreamRequest;
     try {
       decoded = decodeStreamRequest(msg);
     } catch (e) {
-      sink.error(e);
+      fail(e, true);
       return;
     }
-    const { req } = decoded;
-    // Each request of the stream holds its tensors' bytes against the in-flight budget until answered.
-    let ticket: BudgetTicket | undefined;
+    const { req, emptyFinal } = decoded;
+    // Each request of the stream holds its tensors' bytes against the in-flight budget until its final answer.
     try {
       let held = 0;
       for (const raw of msg.raw_input_contents ?? []) held += raw.byteLength;
       ticket = this.budget?.admit(held);
     } catch (e) {
-      sink.error(e);
+      fail(e, true);
       return;
     }
-    const cancellation = new Cancellation();
+    cancellation = new Cancellation();
     req.cancellation = cancellation;
     if (trace) req.trace = trace;
-    // Whether the core took the request in before it failed (see ResponseSink.error).
-    let admitted = false;
     req.admitted = () => {
       admitted = true;
     };
-    let result: Promise<InferResponse>;
-    try {
-      result = this.core.infer(req);
-    } catch (e) {
-      // A CoreApi may throw rather than reject; either way it is this request's answer.
-      ticket?.release();
-      sink.error(e, admitted);
-      return;
-    }
     this.inflight.add(cancellation);
-    result.then(
-      (res) => {
-        this.inflight.delete(cancellation);
-        ticket?.release();
-        sink.response(res, true);
-      },
-      (e: unknown) => {
-        this.inflight.delete(cancellation);
-        ticket?.release();
-        sink.error(e, admitted);
-      },
-    );
+    const first = (): void => {
+      if (responded) return;
+      responded = true;
+      trace?.stamp('INFER_RESPONSE_COMPLETE', now());
+    };
+    try {
+      this.core.inferStream(req, {
+        response: (res, final) => {
+          if (done) return;
+          if (final) finish();
+          // A request that has had a response was taken in, whether or not the core said so.
+          admitted = true;
+          first();
+          if (res) replies.send(okMessage(res, final), final);
+          // The final flag alone: an empty response only for a decoupled model's request that asked for one.
+          else replies.send(final && decoupled && emptyFinal ? emptyFinalMessage(named) : undefined, final);
+        },
+        error: (e, final) => {
+          if (done) return;
+          // Triton stamps it on the first response callback; a refusal never reaches one.
+          if (admitted) first();
+          fail(e, final);
+        },
+      });
+    } catch (e) {
+      // The core answers through the sink; a CoreApi that throws still gets this request answered.
+      fail(e, true);
+    }
   }
 
-  private orderedSink(id: string, trace: RequestTrace | undefined): ResponseSink {
-    const slot: Slot = { message: undefined, trace };
+  /** A non-decoupled request's replies: into its slot, written in request order. */
+  private ordered(trace: RequestTrace | undefined): Replies {
+    const slot: Slot = { messages: [], done: false, trace };
     this.order.push(slot);
     return {
-      response: (res, final) => {
-        trace?.stamp('INFER_RESPONSE_COMPLETE', now());
-        slot.message = okMessage(res, final);
-        this.settled(slot);
-      },
-      error: (e, admitted = false) => {
-        const err = asServalError(e);
-        if (isServerFault(e)) {
-          this.log.error('grpc request failed', {
-            method: this.call.getPath(),
-            request_id: id,
-            error: e instanceof Error ? (e.stack ?? e.message) : String(e),
-          });
-        }
-        if (admitted && this.grpcErrors && !this.closed) {
-          slot.trace?.end();
-          this.fail(err);
-          return;
-        }
-        slot.message = errorMessage(id, err.message);
-        this.settled(slot);
+      send: (message, final) => {
+        if (message) slot.messages.push(message);
+        slot.done ||= final;
+        // On a stream the client left nothing is written; the trace still ends with the request.
+        if (this.closed) {
+          if (final) trace?.end();
+        } else this.flush();
       },
     };
   }
 
-  /** A request has its answer: written in turn, or, on a stream the client left, only its trace ends. */
-  private settled(slot: Slot): void {
-    if (this.closed) slot.trace?.end();
-    else this.flush();
+  /** A decoupled request's replies: each written as it comes, as Triton writes them. */
+  private direct(trace: RequestTrace | undefined): Replies {
+    return {
+      send: (message, final) => {
+        if (message && !this.closed) this.write(message, trace);
+        if (!final) return;
+        trace?.end();
+        this.maybeEnd();
+      },
+    };
+  }
+
+  private write(message: Buffer, trace: RequestTrace | undefined): void {
+    trace?.stamp('GRPC_SEND_START', now());
+    this.call.write(message);
+    trace?.stamp('GRPC_SEND_END', now());
   }
 
   private flush(): void {
     if (this.closed) return;
-    for (let next = this.order[0]; next?.message !== undefined; next = this.order[0]) {
+    for (let head = this.order[0]; head; head = this.order[0]) {
+      for (const m of head.messages.splice(0)) this.write(m, head.trace);
+      if (!head.done) break;
       this.order.shift();
-      next.trace?.stamp('GRPC_SEND_START', now());
-      this.call.write(next.message);
-      if (next.trace) {
-        next.trace.stamp('GRPC_SEND_END', now());
-        next.trace.end();
-      }
+      head.trace?.end();
     }
     this.maybeEnd();
   }
@@ -260,15 +318,19 @@ class InferStream {
     this.call.emit('error', Object.assign(new Error(err.message), { code: grpcStatus(err.code), details: err.message }));
   }
 
-  /** The client cancelled or the call failed: drop what is still queued; nothing more is written. */
+  /**
+   * The client cancelled or the call failed: drop what is still queued and cancel every request
+   * the core still answers (decoupled ones mid-way too); nothing more is written. Each request
+   * gives its budget back and ends its trace when its final answer comes.
+   */
   private abort(): void {
     if (this.closed) return;
     this.closed = true;
     this.onClosed(this);
     // Answered but unsent responses are dropped; their traces still end (the rest end as they settle).
-    for (const slot of this.order) if (slot.message) slot.trace?.end();
+    for (const slot of this.order) if (slot.done) slot.trace?.end();
     this.order.length = 0;
-    for (const c of this.inflight) c.cancel();
+    for (const c of [...this.inflight]) c.cancel();
   }
 }
 

@@ -12,7 +12,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { CoreApi } from '../../core/api.js';
 import type { BudgetTicket, ByteBudget } from '../../kernel/byte_budget.js';
 import { Cancellation } from '../../kernel/cancel.js';
-import { asServalError, grpcStatus, isServerFault } from '../../kernel/errors.js';
+import { asServalError, grpcStatus, isServerFault, ServalError } from '../../kernel/errors.js';
 import type { Logger } from '../../kernel/log.js';
 import type { ModelInferResponse } from './generated/inference/ModelInferResponse.js';
 import { decodeGrpcInfer, encodeGrpcInfer } from './infer_codec.js';
@@ -20,6 +20,9 @@ import { readInferRequest, type WireInferRequest, writeInferResponseParts } from
 import { grpcInferTrace, grpcTraceSending } from './trace_logging.js';
 
 export const MODEL_INFER_PATH = '/inference.GRPCInferenceService/ModelInfer';
+
+/** Triton's answer (UNSUPPORTED: gRPC UNIMPLEMENTED) to a unary ModelInfer for a decoupled model. */
+export const DECOUPLED_REFUSAL = "ModelInfer RPC doesn't support models with decoupled transaction policy";
 
 const EMPTY = new Uint8Array(0);
 
@@ -41,6 +44,11 @@ export function modelInfer(core: CoreApi, budget: ByteBudget | undefined): Model
     if (r.wireError) {
       call.ticket?.release();
       throw r.wireError;
+    }
+    // Triton checks the model's transaction policy before it reads the request any further.
+    if (core.isDecoupled(r.model_name, r.model_version)) {
+      call.ticket?.release();
+      throw ServalError.unsupported(DECOUPLED_REFUSAL);
     }
     // A transport that read the message into memory unadmitted: the budget refuses holding it any longer.
     let ticket = call.ticket;

@@ -12,6 +12,7 @@ import type { Logger } from '../../kernel/log.js';
 import { type Restrictions, restrictHttp } from '../restricted.js';
 import { decompress, jsonObjectBody, readBody } from './body.js';
 import { dashboardRoutes } from './dashboard.js';
+import { generateRoutes } from './generate.js';
 import { decodeInferRequest, encodeInferResponse } from './infer_codec.js';
 import { sharedMemoryRoutes } from './shared_memory.js';
 import { httpInferTracing, traceLoggingRoutes } from './trace_logging.js';
@@ -150,6 +151,7 @@ export function buildHttpServer(core: CoreApi, log: Logger, opts: HttpOptions): 
   app.get('/v2/models/:model/versions/:version/config', config);
 
   sharedMemoryRoutes(app, core);
+  app.register(generateRoutes, { core, log });
   traceLoggingRoutes(app, core, opts.maxInputSize);
   if (opts.dashboard ?? true) dashboardRoutes(app, core);
 
@@ -191,6 +193,10 @@ export function buildHttpServer(core: CoreApi, log: Logger, opts: HttpOptions): 
 
   const tracing = httpInferTracing(core);
   const infer = async (req: FastifyRequest<{ Params: ModelParams }>, reply: FastifyReply) => {
+    // Triton's refusal (CheckTransactionPolicy), before the body is decoded: many responses have no place in one HTTP reply.
+    if (core.isDecoupled(req.params.model, req.params.version ?? '')) {
+      throw ServalError.unsupported("HTTP end point doesn't support models with decoupled transaction policy");
+    }
     const trace = tracing.received(req);
     // A client that disconnects while its request is decoded or queued cancels it.
     const cancellation = new Cancellation();

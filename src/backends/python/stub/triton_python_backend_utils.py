@@ -287,7 +287,7 @@ class InferenceResponse:
         return self._error
 
     def parameters(self):
-        return json.dumps(self._parameters if self._parameters is not None else {})
+        return json.dumps(self._parameters if self._parameters is not None else {}, separators=(",", ":"))
 
 
 class InferenceRequest:
@@ -348,8 +348,8 @@ class InferenceRequest:
         return self._requested_output_names
 
     def parameters(self):
-        """The request's parameters as a JSON string (json.loads it)."""
-        return json.dumps(self._parameters)
+        """The request's parameters as compact JSON, as Triton gives them (json.loads it)."""
+        return json.dumps(self._parameters, separators=(",", ":"))
 
     def is_cancelled(self):
         """Whether the client cancelled this request (a decoupled model's; False otherwise)."""
