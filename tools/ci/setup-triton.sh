@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Creates <repo>/.venv-triton with the REAL tritonserver 2.51.0 (the binary,
+# Python backend, local response cache and Python-backend stubs bundled in
+# PyPI's nvidia-pytriton 0.7.0 wheel; see docs/reference/decoupled.md and
+# tools/reference/tritonserver.sh) for side-by-side reference runs.
+#
+# numpy: the stub runs models with this venv's numpy (tools/reference/tritonserver.sh
+# puts the venv's bin first on PATH). The 2.51 stub is built against the numpy 1.x
+# ABI: under numpy 2 (the project's pin, 2.4.6 in test/conformance/requirements.txt)
+# every output tensor reaches the client empty and reading a BYTES input aborts the
+# stub ("unpack_from requires a buffer of at least 320017175 bytes ... actual buffer
+# size is 23"). So this venv pins the last numpy 1.x, 1.26.4, which is also what
+# nvidia-pytriton itself requires (numpy<2). Models written for the project must
+# run on both (plain numpy API only).
+#
+# nvidia-pytriton is installed with --no-deps: only its bundled tritonserver is
+# used, never its Python API (which would pull in tritonclient, pyzmq, typer, ...).
+#
+# Idempotent: a stamp file records the pins; when it matches, the stub is in
+# place and `tritonserver --help` runs, it does nothing.
+#
+# Environment knobs:
+#   PYTHON=python3.11          interpreter used to create the venv (3.9-3.12: numpy 1.26.4 has wheels for those)
+#   SERVAL_TRITON_VENV=/path   venv location (default <repo>/.venv-triton)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+VENV="${SERVAL_TRITON_VENV:-$ROOT/.venv-triton}"
+
+PYTRITON_WHEEL="nvidia-pytriton==0.7.0"
+NUMPY_PIN="numpy==1.26.4"   # not the project's numpy 2 pin: see the header comment
+
+log() { echo "setup-triton: $*"; }
+
+pick_python() {
+  if [[ -n "${PYTHON:-}" ]]; then echo "$PYTHON"; return; fi
+  # The wheel carries stubs for 3.8-3.13, numpy 1.26.4 wheels exist for 3.9-3.12.
+  for p in python3.11 python3.12 python3.10 python3.9 python3; do
+    if command -v "$p" >/dev/null 2>&1 &&
+      "$p" -c 'import sys; sys.exit(0 if (3, 9) <= sys.version_info[:2] <= (3, 12) else 1)' 2>/dev/null; then
+      echo "$p"; return
+    fi
+  done
+  echo "setup-triton: no python3 between 3.9 and 3.12 found" >&2
+  exit 1
+}
+
+stamp_value() { echo "$PYTRITON_WHEEL --no-deps; $NUMPY_PIN; stub" | sha256sum | cut -d' ' -f1; }
+
+# Paths inside the venv (valid once the venv exists).
+venv_paths() {
+  PYVER="$("$VENV/bin/python" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')"
+  SITE="$VENV/lib/python$PYVER/site-packages"
+  TRITON="$SITE/pytriton/tritonserver"
+}
+
+venv_ok() {
+  [[ -x "$VENV/bin/python" ]] || return 1
+  [[ -f "$VENV/.serval-triton-stamp" && "$(cat "$VENV/.serval-triton-stamp")" == "$(stamp_value)" ]] || return 1
+  venv_paths
+  [[ -x "$TRITON/backends/python/triton_python_backend_stub" ]] || return 1
+  [[ "$("$VENV/bin/python" -c 'import numpy; print("numpy==" + numpy.__version__)' 2>/dev/null)" == "$NUMPY_PIN" ]] || return 1
+  # tritonserver has no --version; --help prints the usage (and exits 1) once the binary and its libraries load.
+  local usage
+  usage="$(SERVAL_TRITON_VENV="$VENV" "$ROOT/tools/reference/tritonserver.sh" --help 2>&1 || true)"
+  [[ "$usage" == *--model-repository* ]] || return 1
+}
+
+if venv_ok; then
+  log "$VENV is up to date (tritonserver 2.51.0, Python $PYVER, $NUMPY_PIN)"
+  exit 0
+fi
+
+PY="$(pick_python)"
+if [[ -e "$VENV" ]] && ! "$VENV/bin/python" -c 'import sys; assert (3, 9) <= sys.version_info[:2] <= (3, 12)' 2>/dev/null; then
+  log "removing unusable $VENV"
+  rm -rf "$VENV"
+fi
+if [[ ! -x "$VENV/bin/python" ]]; then
+  log "creating $VENV with $PY ($("$PY" --version 2>&1))"
+  "$PY" -m venv "$VENV"
+fi
+venv_paths
+
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+log "installing $PYTRITON_WHEEL and $NUMPY_PIN (--no-deps: pip will not complain about pytriton's own, unused, requirements)"
+"$VENV/bin/python" -m pip install --quiet --no-input --no-deps "$PYTRITON_WHEEL"
+"$VENV/bin/python" -m pip install --quiet --no-input --no-deps "$NUMPY_PIN"   # numpy has no dependencies
+
+STUB="$TRITON/python_backend_stubs/$PYVER/triton_python_backend_stub"
+[[ -f "$STUB" ]] || { echo "setup-triton: the wheel has no Python-backend stub for Python $PYVER ($STUB)" >&2; exit 1; }
+install -m 0755 "$STUB" "$TRITON/backends/python/triton_python_backend_stub"
+chmod +x "$TRITON/bin/tritonserver"
+
+stamp_value >"$VENV/.serval-triton-stamp"
+venv_ok || {
+  echo "setup-triton: verification of $VENV failed; tritonserver --version says:" >&2
+  SERVAL_TRITON_VENV="$VENV" "$ROOT/tools/reference/tritonserver.sh" --help 2>&1 | head -n 20 >&2 || true
+  exit 1
+}
+log "ready: $VENV (tritonserver 2.51.0, Python $PYVER, $NUMPY_PIN); run it with tools/reference/tritonserver.sh"
