@@ -50,6 +50,8 @@ export interface ServerOptions {
   backendConfig: string[];
   /** `--cache-config=CACHE,SETTING=VALUE` entries, as given (cache/cache_config.ts reads them). */
   cacheConfig: string[];
+  /** `--metrics-config=SETTING=VALUE` entries, as given (parseMetricsConfig reads them). */
+  metricsConfig: string[];
   /** tritonserver's deprecated `--response-cache-byte-size`; undefined when not given. */
   responseCacheByteSize?: number;
   /** The in-flight byte budget (kernel/byte_budget.ts); undefined = a quarter of the memory limit, 0 = none. */
@@ -92,6 +94,7 @@ export const DEFAULTS: ServerOptions = {
   grpcRestrictedProtocol: [],
   backendConfig: [],
   cacheConfig: [],
+  metricsConfig: [],
 };
 
 type Kind = 'string' | 'list' | 'int' | 'bool' | 'mode';
@@ -132,6 +135,7 @@ const FLAGS: Record<string, [keyof ServerOptions, Kind]> = {
   'grpc-restricted-protocol': ['grpcRestrictedProtocol', 'list'],
   'backend-config': ['backendConfig', 'list'],
   'cache-config': ['cacheConfig', 'list'],
+  'metrics-config': ['metricsConfig', 'list'],
   'response-cache-byte-size': ['responseCacheByteSize', 'int'],
   'max-inflight-bytes': ['maxInflightBytes', 'int'],
 };
@@ -220,6 +224,7 @@ export function parseArgs(argv: string[]): ServerOptions & { help: boolean } {
     traceConfig: [],
     backendConfig: [],
     cacheConfig: [],
+    metricsConfig: [],
   };
   if (settingsFile) {
     let doc: unknown;
@@ -240,6 +245,7 @@ export function parseArgs(argv: string[]): ServerOptions & { help: boolean } {
   if (cli.some(([f]) => f === 'grpc-restricted-protocol')) opts.grpcRestrictedProtocol = [];
   if (cli.some(([f]) => f === 'backend-config')) opts.backendConfig = [];
   if (cli.some(([f]) => f === 'cache-config')) opts.cacheConfig = [];
+  if (cli.some(([f]) => f === 'metrics-config')) opts.metricsConfig = [];
   if (cli.some(([f]) => f === 'trace-config' || f in LEGACY_TRACE)) opts.traceConfig = [];
   for (const [f, v] of cli) apply(opts, f, v);
   // Checked here so a bad group fails at start-up with tritonserver's message.
@@ -253,10 +259,35 @@ export function parseArgs(argv: string[]): ServerOptions & { help: boolean } {
   try {
     parseTraceConfig(opts.traceConfig);
     parseCacheSettings(opts.cacheConfig, opts.responseCacheByteSize);
+    parseMetricsConfig(opts.metricsConfig);
   } catch (e) {
     throw new UsageError((e as Error).message);
   }
   return { ...opts, help };
+}
+
+/** What --metrics-config sets; Triton's defaults for what it leaves out. */
+export interface MetricsConfig {
+  /** histogram_latencies: Triton's latency histograms (nv_inference_first_response_histogram_ms). */
+  histogramLatencies: boolean;
+}
+
+/**
+ * tritonserver's `--metrics-config SETTING=VALUE` entries. Serval has the histogram switch;
+ * Triton's summary settings are refused, naming what it has, rather than silently ignored.
+ */
+export function parseMetricsConfig(entries: readonly string[]): MetricsConfig {
+  const config: MetricsConfig = { histogramLatencies: false };
+  for (const entry of entries) {
+    const eq = entry.indexOf('=');
+    const key = eq < 0 ? entry : entry.slice(0, eq);
+    const value = eq < 0 ? '' : entry.slice(eq + 1);
+    if (key !== 'histogram_latencies') {
+      throw new Error(`--metrics-config: '${key}' is not supported by Serval (it supports histogram_latencies=true|false)`);
+    }
+    config.histogramLatencies = convert('metrics-config histogram_latencies', 'bool', value) as boolean;
+  }
+  return config;
 }
 
 export const USAGE = `Usage: serval --model-repository PATH [options]
@@ -313,6 +344,8 @@ export const USAGE = `Usage: serval --model-repository PATH [options]
                              the response cache, for models whose config has
                              response_cache { enable: true } (see docs/response_cache.md)
   --response-cache-byte-size BYTES   tritonserver's deprecated spelling of the above
+  --metrics-config histogram_latencies=true
+                             also export latency histograms (nv_inference_first_response_histogram_ms)
   --http-restricted-api API[,API...]:KEY=VALUE
                              HTTP requests to these API groups need header KEY: VALUE (repeatable,
                              one group per API); groups: health, metadata, inference,

@@ -15,7 +15,7 @@ import { ByteBudget, defaultInflightBytes } from './kernel/byte_budget.js';
 import type { LogControl, Logger } from './kernel/log.js';
 import { projectRoot } from './kernel/paths.js';
 import type { IndexRow } from './kernel/types.js';
-import type { ServerOptions } from './options.js';
+import { parseMetricsConfig, type ServerOptions } from './options.js';
 import { ModelRepository } from './repository/repository.js';
 import { parseTraceConfig } from './trace/config.js';
 import { TraceManager } from './trace/trace_manager.js';
@@ -143,6 +143,7 @@ export async function startServer(
       const m = await startMetricsServer(core, opts.metricsAddress, opts.metricsPort, {
         intervalMs: opts.metricsIntervalMs,
         cpuMetrics: opts.allowCpuMetrics,
+        histogramLatencies: parseMetricsConfig(opts.metricsConfig ?? []).histogramLatencies,
       });
       metrics = m.server;
       running.metricsPort = m.port;

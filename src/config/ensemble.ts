@@ -4,7 +4,8 @@
 // the inputs to every output, no unused tensor, which also catches cycles between steps), and each
 // step against its composing model's config once that model is loaded (ValidateEnsembleConfig:
 // max_batch_size, every input mapped, no unknown input or output, one datatype and shape per
-// ensemble tensor). Pure: no files, no models.
+// ensemble tensor, no step fed by two different decoupled models; that walk also tells whether the
+// ensemble is decoupled). Pure: no files, no models.
 import { type DataType, fromConfigType, toConfigType } from '../kernel/datatypes.js';
 import { ServalError } from '../kernel/errors.js';
 import type { BackendFacts } from './resolve.js';
@@ -197,12 +198,14 @@ const dimsText = (d: readonly number[]): string => `[${d.join(',')}]`;
  * models are loaded: max_batch_size, the input and output maps, and that every ensemble tensor has
  * one datatype and a compatible shape wherever it is produced or used. A batching and a
  * non-batching model may share a tensor when their shapes agree with the batch dimension counted.
+ * Returns whether the ensemble is decoupled: Triton sets its model_transaction_policy from its
+ * steps (any decoupled step makes it so), whatever its own config says.
  */
 export function checkEnsembleSteps(
   ensemble: ResolvedModelConfig,
   plan: EnsemblePlan,
   composing: (step: EnsembleStep) => ResolvedModelConfig,
-): void {
+): boolean {
   const name = ensemble.name;
   const facts = (model: string, batching: boolean, datatype: DataType, dims: readonly number[]): TensorFacts => ({
     model,
@@ -233,9 +236,11 @@ export function checkEnsembleSteps(
     }
   };
 
+  const decoupledSteps: boolean[] = [];
   for (const step of plan.steps) {
     const model = composing(step);
     const m = step.modelName;
+    decoupledSteps.push(model.decoupled);
     if (model.maxBatchSize !== 0 && model.maxBatchSize < ensemble.maxBatchSize) {
       throw invalid(
         `ensemble ${name} allows maximum batch size ${ensemble.maxBatchSize}, but it contains model ${m} which only allows maximum batch size to be ${model.maxBatchSize}`,
@@ -261,6 +266,95 @@ export function checkEnsembleSteps(
       agree(tensor, facts(m, stepBatching, out.datatype, out.dims));
     }
   }
+  const owner = (tensor: string): string => tensors.get(tensor)?.model ?? name;
+  return decoupledFlow(ensemble, plan, decoupledSteps, owner);
+}
+
+interface LabelNode {
+  /** The model the tensor's facts were first taken from (Triton names it in the error). */
+  readonly model: string;
+  /** Set for a step's output: the step, whose outputs share one label. */
+  step: number | undefined;
+  decoupled: boolean;
+  label: number;
+  visited: boolean;
+  readonly prev: LabelNode[];
+  readonly next: LabelNode[];
+}
+
+/**
+ * Triton's decoupled walk (ValidateEnsembleConfig): from the inputs (label 0) along the data flow,
+ * each decoupled step's outputs get a new label and any other tensor its inputs' label, which
+ * must be one: a step, or the ensemble's outputs together (a sink node named after the ensemble),
+ * fed from two different decoupled models is refused, since their responses cannot be paired.
+ * True when any label was handed out.
+ */
+function decoupledFlow(
+  ensemble: ResolvedModelConfig,
+  plan: EnsemblePlan,
+  decoupledSteps: readonly boolean[],
+  owner: (tensor: string) => string,
+): boolean {
+  const name = ensemble.name;
+  const nodes = new Map<string, LabelNode>();
+  const node = (tensor: string): LabelNode => {
+    let n = nodes.get(tensor);
+    if (!n) {
+      n = { model: owner(tensor), step: undefined, decoupled: false, label: 0, visited: false, prev: [], next: [] };
+      nodes.set(tensor, n);
+    }
+    return n;
+  };
+  // Triton's order: ensemble inputs, ensemble outputs (each linked to the sink first), then the steps.
+  for (const t of ensemble.inputs) node(t.name);
+  const sink: LabelNode = { model: name, step: undefined, decoupled: false, label: 0, visited: false, prev: [], next: [] };
+  for (const t of ensemble.outputs) {
+    const n = node(t.name);
+    sink.prev.push(n);
+    n.next.push(sink);
+  }
+  for (const step of plan.steps) {
+    for (const [, tensor] of step.outputMap) {
+      // A tensor first met as an ensemble output is still this step's output.
+      const n = node(tensor);
+      n.step = step.index;
+      n.decoupled = decoupledSteps[step.index]!;
+      for (const [, input] of step.inputMap) {
+        const p = node(input);
+        n.prev.push(p);
+        p.next.push(n);
+      }
+    }
+  }
+  const stepLabels = new Map<number, number>();
+  let labels = 0;
+  const queue: LabelNode[] = [];
+  for (const t of ensemble.inputs) {
+    const n = nodes.get(t.name)!;
+    n.visited = true;
+    queue.push(n);
+  }
+  for (let i = 0; i < queue.length; i++) {
+    for (const next of queue[i]!.next) {
+      if (next.visited || !next.prev.every((p) => p.visited)) continue;
+      const label = next.prev[0]?.label ?? 0;
+      if (next.prev.some((p) => p.label !== label)) {
+        throw invalid(`in ensemble ${name}, step of model '${next.model}' receives inputs originated from different decoupled models`);
+      }
+      if (next.step === undefined) next.label = label;
+      else {
+        let shared = stepLabels.get(next.step);
+        if (shared === undefined) {
+          shared = next.decoupled ? ++labels : label;
+          stepLabels.set(next.step, shared);
+        }
+        next.label = shared;
+      }
+      next.visited = true;
+      queue.push(next);
+    }
+  }
+  return labels !== 0;
 }
 
 /**

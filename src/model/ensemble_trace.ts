@@ -6,8 +6,9 @@
 // compute times, and at the TENSORS level the tensors, on the child as on any request. The
 // ensemble's own trace gets its request's input tensors as it is queued (EnsembleScheduler::
 // Enqueue) and its response's output tensors (InferenceResponse::Send).
+import { asServalError } from '../kernel/errors.js';
 import type { RequestTrace, TensorActivity } from '../kernel/trace.js';
-import type { InferRequest, InferResponse } from '../kernel/types.js';
+import type { InferRequest, InferResponse, ResponseSink } from '../kernel/types.js';
 import type { ModelStats } from '../stats/model_stats.js';
 import type { LoadedVersion } from './loaded_version.js';
 
@@ -34,6 +35,61 @@ export function runStep(
     trace.stamp('REQUEST_END', process.hrtime.bigint());
     trace.end();
   });
+}
+
+/**
+ * Runs one step's request of a decoupled ensemble on its model, each response to `sink`: a
+ * decoupled model's any number, another model's one. Under a child trace when the ensemble request
+ * is traced, ended with the step's final response. Never throws: a refusal is the final error.
+ */
+export function streamStep(
+  target: LoadedVersion,
+  req: InferRequest,
+  parent: RequestTrace | undefined,
+  secondaryStats: ModelStats,
+  sink: ResponseSink,
+): void {
+  const startNs = process.hrtime.bigint();
+  let out = sink;
+  if (parent) {
+    const trace = parent.child();
+    trace.model(target.name, target.version, req.id);
+    trace.stamp('REQUEST_START', startNs);
+    req.trace = trace;
+    const ended = (final: boolean): void => {
+      if (!final) return;
+      trace.stamp('REQUEST_END', process.hrtime.bigint());
+      trace.end();
+    };
+    out = {
+      response: (res, final) => {
+        ended(final);
+        sink.response(res, final);
+      },
+      error: (e, final) => {
+        ended(final);
+        sink.error(e, final);
+      },
+    };
+  }
+  if (!target.decoupled) {
+    let run: Promise<InferResponse>;
+    try {
+      run = target.infer(req, startNs, secondaryStats);
+    } catch (e) {
+      run = Promise.reject(e);
+    }
+    run.then(
+      (res) => out.response(res, true),
+      (e: unknown) => out.error(asServalError(e), true),
+    );
+    return;
+  }
+  try {
+    target.stream(req, startNs, out, secondaryStats);
+  } catch (e) {
+    out.error(asServalError(e), true);
+  }
 }
 
 /** The ensemble's own tensor records (TENSORS level). */

@@ -48,6 +48,11 @@ export class ModelVersion implements LoadedVersion {
     for (const inst of instances) inst.onRestart = () => this.stats.instanceRestarts++;
     this.cache = config.responseCache && !sequence ? responseCache : undefined;
     this.stats.cacheEnabled = this.cache !== undefined;
+    // A decoupled version's first responses are recorded as they go (stream()), and its
+    // response_stats reported: Serval fills them for its Python models too, which Triton 2.51's
+    // Python backend leaves empty (docs/protocol.md, statistics of decoupled models).
+    this.stats.decoupled = config.decoupled;
+    this.stats.reportsResponseStats = config.decoupled;
     this.scheduler = sequence
       ? new SequenceBatcher(instances, { name, maxBatchSize, policy: sequence, ...(initialStates && { initialStates }) }, this.stats)
       : new Scheduler(instances, config.batching, this.stats);
@@ -129,13 +134,16 @@ export class ModelVersion implements LoadedVersion {
     let index = 0;
     let lastNs = requestStartNs;
     let done = false;
+    let answered = false;
     const responses: ResponseChannel = {
       send: (response, final, parameters) => {
         if (done) return;
         done = final;
         const receivedNs = process.hrtime.bigint();
         const k = index++;
-        if (k === 0) this.stats.recordFirstResponse(Number(receivedNs - requestStartNs));
+        // As in Triton, the final flag alone is no response: the first one carries outputs or an error.
+        if (!answered && response !== undefined) this.stats.recordFirstResponse(Number(receivedNs - requestStartNs));
+        answered ||= response !== undefined;
         const inferNs = Number(receivedNs - lastNs);
         lastNs = receivedNs;
         if (response === undefined) {
@@ -153,7 +161,7 @@ export class ModelVersion implements LoadedVersion {
         try {
           outputs = this.shape(response.map(asScheduled), v, topK);
         } catch (e) {
-          this.stats.recordResponse(k, 'fail', inferNs, 0);
+          this.stats.recordResponse(k, 'fail', inferNs, Number(process.hrtime.bigint() - receivedNs));
           sink.error(asServalError(e), final);
           return;
         }
@@ -163,13 +171,23 @@ export class ModelVersion implements LoadedVersion {
         sink.response(res, final);
       },
     };
-    this.scheduler.enqueue({ ...this.scheduled(req, v, requestStartNs, secondaryStats), responses }).then(
+    const scheduled = this.scheduled(req, v, requestStartNs, secondaryStats);
+    let queued = false;
+    const admitted = scheduled.admitted;
+    scheduled.admitted = () => {
+      queued = true;
+      admitted?.();
+    };
+    this.scheduler.enqueue({ ...scheduled, responses }).then(
       () => undefined,
       // Refused, cancelled while queued, or execute() failed before the model ended the request.
       (e: unknown) => {
         if (done) return;
         done = true;
-        sink.error(asServalError(e), true);
+        const err = asServalError(e);
+        // The error is the request's first response, unless the queue refused it (Triton fails the call then).
+        if (!answered && queued) this.stats.recordFirstResponse(Number(process.hrtime.bigint() - requestStartNs));
+        sink.error(err, true);
       },
     );
   }

@@ -69,32 +69,90 @@ export class ModelStats {
   readonly busyNsByInstance = new Map<string, number>();
   /** Instances (ONNX worker threads, Python stubs) replaced after they died (Serval's own metric). */
   instanceRestarts = 0;
-  /** Decoupled models: by response index (0 = each request's first response). */
+  /**
+   * A decoupled version (its config's model_transaction_policy): its requests' first responses
+   * come from recordFirstResponse alone; any other version's one response is its request's
+   * completion (recordSuccess, recordCacheHit, recordFailure).
+   */
+  decoupled = false;
+  /** Decoupled models: by response index (0 = each request's first response); Triton's response_stats. */
   readonly responses = new Map<number, ResponseStat>();
-  /** Decoupled models: time from a request's arrival to its first response, by latencyBucket. */
+  /**
+   * The statistics API shows `responses` as response_stats. In Triton only a backend that calls
+   * TRITONBACKEND_ModelInstanceReportResponseStatistics fills them; its Python backend does not,
+   * so a Python model's response_stats are {} there (docs/reference/decoupled.md). Off by default;
+   * the counters are kept either way (the dashboard reads them).
+   */
+  reportsResponseStats = false;
+  /** Time from a request's arrival to its first response, by latencyBucket (the dashboard's percentiles). */
   readonly firstResponseBuckets = new Uint32Array(LATENCY_BUCKETS);
-  /** Decoupled models: the sum (ns) and count of those times. */
+  /** The sum (ns) and count of those times. */
   readonly firstResponse = dur();
+  /**
+   * The same times as Triton's nv_inference_first_response_histogram_ms observes them: whole
+   * milliseconds (truncated), counted per bucket of `boundsMs` (Triton's defaults), the last
+   * count above them all (not cumulative), and their sum in ms.
+   */
+  readonly firstResponseMs = {
+    boundsMs: FIRST_RESPONSE_BUCKETS_MS,
+    counts: new Array<number>(FIRST_RESPONSE_BUCKETS_MS.length + 1).fill(0),
+    sumMs: 0,
+  };
 
   /**
-   * Response `index` of a decoupled model's request: `inferNs` since the previous response (or
-   * since the request arrived, for the first), `outputNs` preparing it for the client.
+   * Response `index` of a decoupled model's request, counted as Triton's InferenceStatsAggregator
+   * UpdateResponse{Success,Fail,Empty,Cancel} count it. `inferNs`: from the previous response (or
+   * the request's start) until this one was produced; `outputNs`: preparing its outputs for the
+   * client. A success counts compute_infer, compute_output and success (infer + output); a failure
+   * compute_infer, compute_output only when it had output time, and fail; an empty response (the
+   * final flag alone) compute_infer and empty_response, both the whole time; a cancellation only
+   * cancel.
    */
   recordResponse(index: number, outcome: ResponseOutcome, inferNs: number, outputNs: number): void {
+    // Only decoupled versions send responses one by one; a version not yet flagged is one.
+    this.decoupled = true;
     let r = this.responses.get(index);
     if (!r) {
       r = { compute_infer: dur(), compute_output: dur(), success: dur(), fail: dur(), empty_response: dur(), cancel: dur() };
       this.responses.set(index, r);
     }
-    add(r.compute_infer, inferNs);
-    add(r.compute_output, outputNs);
-    add(r[outcome], inferNs + outputNs);
+    const total = Math.max(0, inferNs) + Math.max(0, outputNs);
+    switch (outcome) {
+      case 'success':
+        add(r.compute_infer, inferNs);
+        add(r.compute_output, outputNs);
+        break;
+      case 'fail':
+        add(r.compute_infer, inferNs);
+        if (outputNs > 0) add(r.compute_output, outputNs);
+        break;
+      case 'empty_response':
+        add(r.compute_infer, total);
+        break;
+      case 'cancel':
+        break;
+    }
+    add(r[outcome], total);
   }
 
-  /** A decoupled model's request got its first response `ns` after it arrived. */
+  /**
+   * A request got its first response (outputs or an error; not the final flag alone) `ns` after
+   * it arrived. Decoupled versions call it; for the others the request's completion does.
+   */
   recordFirstResponse(ns: number): void {
+    this.firstResponseIn(ns, latencyBucket(ns));
+  }
+
+  private firstResponseIn(ns: number, bucket: number): void {
     add(this.firstResponse, ns);
-    this.firstResponseBuckets[latencyBucket(ns)]! += 1;
+    this.firstResponseBuckets[bucket]! += 1;
+    // Triton observes (now - start) / NANOS_PER_MILLIS in integer arithmetic.
+    const ms = Math.floor(Math.max(0, ns) / 1e6);
+    const bounds = this.firstResponseMs.boundsMs;
+    let i = 0;
+    while (i < bounds.length && ms > bounds[i]!) i++;
+    this.firstResponseMs.counts[i]! += 1;
+    this.firstResponseMs.sumMs += ms;
   }
 
   /** One request completed successfully; `batchSize` is its own batch size (≥ 1). */
@@ -103,7 +161,9 @@ export class ModelStats {
     this.inferenceCount += batchSize;
     const ns = Number(endNs - t.requestStartNs);
     add(this.success, ns);
-    this.latencyBuckets[latencyBucket(ns)]! += 1;
+    const bucket = latencyBucket(ns);
+    this.latencyBuckets[bucket]! += 1;
+    if (!this.decoupled) this.firstResponseIn(ns, bucket);
     add(this.queue, Number(t.computeStartNs - t.queueStartNs));
     add(this.computeInput, t.computeInputNs);
     add(this.computeInfer, t.computeInferNs);
@@ -120,7 +180,9 @@ export class ModelStats {
     this.lastInferenceMs = Date.now();
     const ns = Number(endNs - requestStartNs);
     add(this.success, ns);
-    this.latencyBuckets[latencyBucket(ns)]! += 1;
+    const bucket = latencyBucket(ns);
+    this.latencyBuckets[bucket]! += 1;
+    if (!this.decoupled) this.firstResponseIn(ns, bucket);
     add(this.queue, Number(lookupStartNs - requestStartNs));
     add(this.computeInput, 0);
     add(this.computeInfer, 0);
@@ -136,7 +198,11 @@ export class ModelStats {
   recordFailure(requestStartNs: bigint, endNs: bigint, reason: FailureReason): void {
     this.lastInferenceMs = Date.now();
     this.failuresByReason.set(reason, (this.failuresByReason.get(reason) ?? 0) + 1);
-    add(this.fail, Number(endNs - requestStartNs));
+    const ns = Number(endNs - requestStartNs);
+    add(this.fail, ns);
+    // Triton answers a failure with an error response, except a request its queue refused, which
+    // fails the call itself.
+    if (!this.decoupled && reason !== 'REJECTED') this.recordFirstResponse(ns);
   }
 
   /** One model execution of `batchSize` items, on the instance called `instance` when known. */
@@ -156,6 +222,12 @@ export class ModelStats {
     add(b.compute_output, outputNs);
   }
 }
+
+/**
+ * Triton's default bucket bounds (ms) of nv_inference_first_response_histogram_ms
+ * (MetricReporterConfig::histogram_options_ in core's metric_model_reporter.h).
+ */
+export const FIRST_RESPONSE_BUCKETS_MS: readonly number[] = [100, 500, 2000, 5000];
 
 /**
  * Latency histogram buckets: bucket i holds durations up to 2^((i+1)/4) µs (four per doubling,

@@ -29,13 +29,13 @@ function snapshotBefore(seconds) {
   return history[0];
 }
 
-/** The `q` quantile in µs of the latency histogram difference `now - then`. */
+/** The `q` quantile in µs of the histogram difference `now - then` (bucket counts, bounds in µs). */
 function quantile(now, then, bounds, q) {
-  const n = now.latency.length;
+  const n = now.length;
   const diff = new Array(n);
   let total = 0;
   for (let i = 0; i < n; i++) {
-    diff[i] = now.latency[i] - (then?.latency[i] ?? 0);
+    diff[i] = now[i] - (then?.[i] ?? 0);
     total += diff[i];
   }
   if (total <= 0) return Number.NaN;
@@ -87,14 +87,26 @@ function derive(m, windowS) {
     rps: dt > 0 ? d(requests) / dt : Number.NaN,
     failures: d((x) => x.fail.count),
     total: requests(m),
-    p50: quantile(m, then, newest.latency_bounds_us, 0.5),
-    p99: quantile(m, then, newest.latency_bounds_us, 0.99),
+    p50: quantile(m.latency, then?.latency, newest.latency_bounds_us, 0.5),
+    p99: quantile(m.latency, then?.latency, newest.latency_bounds_us, 0.99),
     avgQueueUs: okCount > 0 ? queueNs / okCount / 1000 : Number.NaN,
     split: { queue: queueNs, input: inputNs, infer: inferNs, output: outputNs },
     batches: [...batches].filter(([, c]) => c > 0).sort((a, b) => a[0] - b[0]),
     busy,
     cache: hits + misses > 0 || m.cache_hit.count + m.cache_miss.count > 0 ? { hits, misses } : undefined,
     series,
+    stream: m.decoupled ? streamFigures(m.decoupled, then?.decoupled, newest.latency_bounds_us) : undefined,
+  };
+}
+
+/** A decoupled version over the window: mean responses per request, time to first response. */
+function streamFigures(now, then, bounds) {
+  const requests = now.requests - (then?.requests ?? 0);
+  const responses = now.responses - (then?.responses ?? 0);
+  return {
+    perRequest: requests > 0 ? responses / requests : Number.NaN,
+    firstP50: quantile(now.first_response, then?.first_response, bounds, 0.5),
+    firstP99: quantile(now.first_response, then?.first_response, bounds, 0.99),
   };
 }
 
@@ -182,6 +194,15 @@ function card(m, v) {
       <div><b data-field="p99">${fmtUs(v.p99)}</b><small>p99 latency</small></div>
       <div><b data-field="total">${v.total}</b><small>requests (${v.failures} failed)</small></div>
     </div>
+    ${
+      v.stream
+        ? `<div class="numbers stream">
+      <div><b data-field="responses_per_request">${fmtRate(v.stream.perRequest)}</b><small>responses/request</small></div>
+      <div><b data-field="first_p50">${fmtUs(v.stream.firstP50)}</b><small>p50 first response</small></div>
+      <div><b data-field="first_p99">${fmtUs(v.stream.firstP99)}</b><small>p99 first response</small></div>
+    </div>`
+        : ''
+    }
     <div class="section"><small>requests/s over the window</small>${sparkline(v.series)}</div>
     <div class="section"><small>executions by batch size (window${m.dynamic_batching ? ', dynamic batching' : ''})</small>${histogram(v.batches, m.max_batch_size)}</div>
     <div class="section"><small>where request time goes: queue vs compute (avg queue ${fmtUs(v.avgQueueUs)})</small>${splitBar(v.split)}</div>

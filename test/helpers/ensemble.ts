@@ -1,7 +1,16 @@
 // Ensemble configs for tests, written as config.pbtxt text (what a user writes), and the ensemble
-// the tests use most: Triton's "simple" run twice, so that OUT0 = 2·IN0 and OUT1 = 2·IN1.
+// the tests use most: Triton's "simple" run twice, so that OUT0 = 2·IN0 and OUT1 = 2·IN1. Also
+// composing models faked as loaded versions whose requests the test answers (FakeVersion).
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { parseTextProto } from '../../src/config/pbtxt.js';
+import type { ResolvedModelConfig } from '../../src/config/resolved.js';
+import { modelConfigType } from '../../src/config/schema.js';
+import type { ModelConfig } from '../../src/config/types.js';
+import { ServalError } from '../../src/kernel/errors.js';
+import type { InferOutputTensor, InferRequest, InferResponse, ResponseSink } from '../../src/kernel/types.js';
+import type { LoadedVersion } from '../../src/model/loaded_version.js';
+import { ModelStats } from '../../src/stats/model_stats.js';
 
 export interface TensorSpec {
   name: string;
@@ -87,4 +96,63 @@ export function doubleSimple(name = 'double_simple', model = 'simple', maxBatchS
 export function writeEnsemble(dir: string, name: string, config: string): void {
   mkdirSync(path.join(dir, name, '1'), { recursive: true });
   writeFileSync(path.join(dir, name, 'config.pbtxt'), config);
+}
+
+/** A config.pbtxt text parsed as the repository parses it. */
+export const parseConfig = (text: string): ModelConfig => parseTextProto(text, modelConfigType(), 'config.pbtxt') as ModelConfig;
+
+/** One request a FakeVersion was given: what it asked, and how the test answers it. */
+export interface FakeCall {
+  req: InferRequest;
+  /** A response with these outputs (final unless told), or the final flag alone (undefined). */
+  respond(outputs: InferOutputTensor[] | undefined, final?: boolean): void;
+  fail(e: ServalError, final?: boolean): void;
+}
+
+/**
+ * A loaded composing model the test drives: each request (infer() for a model that is not
+ * decoupled, stream() for one that is) waits in `calls` until the test answers it. infer() takes
+ * one final answer; stream() any number, as a decoupled model sends them.
+ */
+export class FakeVersion implements LoadedVersion {
+  readonly stats = new ModelStats();
+  readonly version = 1;
+  readonly calls: FakeCall[] = [];
+
+  constructor(public config: ResolvedModelConfig) {}
+
+  get name(): string {
+    return this.config.name;
+  }
+
+  get decoupled(): boolean {
+    return this.config.decoupled;
+  }
+
+  private response(req: InferRequest, outputs: InferOutputTensor[]): InferResponse {
+    return { modelName: this.name, modelVersion: '1', id: req.id, outputs };
+  }
+
+  infer(req: InferRequest): Promise<InferResponse> {
+    return new Promise((resolve, reject) => {
+      this.calls.push({
+        req,
+        respond: (outputs) => resolve(this.response(req, outputs ?? [])),
+        fail: (e) => reject(e),
+      });
+    });
+  }
+
+  stream(req: InferRequest, _requestStartNs: bigint, sink: ResponseSink): void {
+    if (!this.decoupled) throw ServalError.internal(`fake model '${this.name}' is not decoupled`);
+    this.calls.push({
+      req,
+      respond: (outputs, final = true) => sink.response(outputs && this.response(req, outputs), final),
+      fail: (e, final = true) => sink.error(e, final),
+    });
+  }
+
+  unload(): Promise<void> {
+    return Promise.resolve();
+  }
 }

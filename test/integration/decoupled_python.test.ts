@@ -31,6 +31,10 @@ beforeAll(async () => {
     cpSync(path.join(ROOT, 'test', 'python_models', m), path.join(dir, m), { recursive: true });
   }
   cpSync(path.join(ROOT, 'model_repository', 'repeat_int32'), path.join(dir, 'repeat_int32'), { recursive: true });
+  // An ensemble whose first step is decoupled: repeat_int32, then add_one_int32 per response.
+  for (const m of ['add_one_int32', 'ensemble_repeat']) {
+    cpSync(path.join(ROOT, 'test', 'reference', 'models', m), path.join(dir, m), { recursive: true });
+  }
   const log = createLogger(0, () => undefined);
   repo = new ModelRepository([dir], log, {
     mode: 'none',
@@ -83,6 +87,7 @@ function out(e: Event): string {
 
 describe('a decoupled Python model answers through its response sender', () => {
   it('sends N responses from a thread after execute returned, then the final flag alone', async () => {
+    const before = core.statistics('py_decoupled', '')[0]!;
     const events = await stream(mode('count', 4));
     expect(events.map((e) => e.kind)).toEqual(['response', 'response', 'response', 'response', 'response']);
     expect(events.slice(0, 4).map(out)).toEqual(['r0', 'r1', 'r2', 'r3']);
@@ -92,6 +97,14 @@ describe('a decoupled Python model answers through its response sender', () => {
     expect(first.res.id).toBe('py_decoupled-req');
     expect(first.res.modelName).toBe('py_decoupled');
     expect(fromI32(first.res.outputs.find((o) => o.name === 'IDX')!.data)).toEqual([0]);
+    // One inference, one execution, however many responses; response_stats count each by index.
+    const after = core.statistics('py_decoupled', '')[0]!;
+    expect(after.inference_count - before.inference_count).toBe(1);
+    expect(after.execution_count - before.execution_count).toBe(1);
+    const rs = after.response_stats;
+    const was = (k: string, f: 'success' | 'empty_response'): number => before.response_stats[k]?.[f].count ?? 0;
+    for (const k of ['0', '1', '2', '3']) expect(rs[k]!.success.count - was(k, 'success')).toBe(1);
+    expect(rs['4']!.empty_response.count - was('4', 'empty_response')).toBe(1);
   });
 
   it('sends from inside execute, the final flag on the last response', async () => {
@@ -194,6 +207,26 @@ describe('BLS into a decoupled model', () => {
       expect(get('EMPTY')).toBe(1);
     });
   }
+});
+
+describe('an ensemble with a decoupled step', () => {
+  it('is decoupled itself, and runs the next step once per response of the decoupled one', async () => {
+    expect(core.isDecoupled('ensemble_repeat', '')).toBe(true);
+    expect(core.modelConfig('ensemble_repeat', '')).toMatchObject({ model_transaction_policy: { decoupled: true } });
+    const u32 = (values: number[]): Uint8Array => new Uint8Array(Uint32Array.from(values).buffer);
+    const events = await stream(
+      request('ensemble_repeat', [
+        { name: 'IN', datatype: 'INT32', shape: [3], data: i32([10, 20, 30]) },
+        { name: 'DELAY', datatype: 'UINT32', shape: [3], data: u32([5, 5, 5]) },
+        { name: 'WAIT', datatype: 'UINT32', shape: [1], data: u32([0]) },
+      ]),
+    );
+    const data = events.filter((e): e is { kind: 'response'; res: InferResponse; final: boolean } => e.kind === 'response' && !!e.res);
+    expect(data.map((e) => fromI32(e.res.outputs.find((o) => o.name === 'OUT')!.data)[0])).toEqual([11, 21, 31]);
+    expect(data.map((e) => fromI32(e.res.outputs.find((o) => o.name === 'IDX')!.data)[0])).toEqual([0, 1, 2]);
+    expect(events.at(-1)!.final).toBe(true);
+    expect(events.filter((e) => e.kind === 'error')).toEqual([]);
+  });
 });
 
 describe('a decoupled model whose stub dies', () => {

@@ -13,7 +13,15 @@ import { FOOD11_LABELS, generateModels, IDENTITY_TYPES, MODELS } from '../../too
 
 const REPO = resolve(import.meta.dirname, '..', '..', 'model_repository');
 /** Model folders written by hand, not by tools/gen_models.ts: regenerating leaves them alone. */
-const HAND_WRITTEN = new Set(['food_classifier', 'food_pipeline', 'preprocess', 'postprocess']);
+const HAND_WRITTEN = new Set([
+  'food_classifier',
+  'food_pipeline',
+  'preprocess',
+  'postprocess',
+  'repeat_int32',
+  'square_int32',
+  'text_generator',
+]);
 const generated = (f: string): boolean => !HAND_WRITTEN.has(f.split(/[\\/]/)[0]!);
 const rng = new Prng(12345);
 
@@ -49,7 +57,10 @@ describe('model_repository layout', () => {
     expected.push(join('image_classifier', 'labels.txt'));
     // food_pipeline (an ensemble: an empty version folder), its two Python steps and food_classifier, written by hand.
     expected.push(join('food_pipeline', 'config.pbtxt'), join('food_pipeline', '1', '.gitkeep'));
-    for (const m of ['food_classifier', 'preprocess', 'postprocess']) expected.push(join(m, 'config.pbtxt'), join(m, '1', 'model.py'));
+    // The decoupled Python examples (repeat_int32, square_int32, text_generator), written by hand too.
+    for (const m of ['food_classifier', 'preprocess', 'postprocess', 'repeat_int32', 'square_int32', 'text_generator']) {
+      expected.push(join(m, 'config.pbtxt'), join(m, '1', 'model.py'));
+    }
     expected.push(join('postprocess', 'labels.txt'), join('food_classifier', 'labels.txt'));
     expect(listFiles(REPO)).toEqual(expected.sort());
   });

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { DEFAULTS, parseArgs, UsageError } from '../../src/options.js';
+import { DEFAULTS, parseArgs, parseMetricsConfig, UsageError } from '../../src/options.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'serval-options-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -108,6 +108,25 @@ describe('flags', () => {
 
   it('rejects booleans it cannot read', () => {
     expect(usageError(['--strict-readiness=maybe'])).toBe("--strict-readiness expects true or false, got 'maybe'");
+  });
+
+  it('--metrics-config: histogram_latencies switches the latency histograms; other settings are refused by name', () => {
+    expect(parseMetricsConfig(parseArgs([]).metricsConfig)).toEqual({ histogramLatencies: false });
+    const on = parseArgs(['--metrics-config', 'histogram_latencies=true']);
+    expect(parseMetricsConfig(on.metricsConfig)).toEqual({ histogramLatencies: true });
+    expect(
+      parseMetricsConfig(
+        parseArgs(['--metrics-config=histogram_latencies=true', '--metrics-config=histogram_latencies=false']).metricsConfig,
+      ),
+    ).toEqual({
+      histogramLatencies: false,
+    });
+    expect(usageError(['--metrics-config', 'summary_latencies=true'])).toBe(
+      "--metrics-config: 'summary_latencies' is not supported by Serval (it supports histogram_latencies=true|false)",
+    );
+    expect(usageError(['--metrics-config', 'histogram_latencies=maybe'])).toBe(
+      "--metrics-config histogram_latencies expects true or false, got 'maybe'",
+    );
   });
 });
 

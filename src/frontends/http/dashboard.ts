@@ -39,6 +39,18 @@ export interface DashboardVersion {
   batches: [number, number][];
   /** Successful requests per latency bucket (bounds in `latency_bounds_us`); trailing zeros cut. */
   latency: number[];
+  /** Decoupled versions only (absent for the others): what their response statistics say. */
+  decoupled?: DecoupledCounters;
+}
+
+/** A decoupled version's cumulative response counters (the page turns them into window figures). */
+export interface DecoupledCounters {
+  /** Requests the model answered at all: response index 0 of Triton's response_stats, every outcome. */
+  requests: number;
+  /** Responses a client received (outputs or an error, every index); not the final flag alone. */
+  responses: number;
+  /** Requests per time-to-first-response bucket (bounds in `latency_bounds_us`); trailing zeros cut. */
+  first_response: number[];
 }
 
 export interface DashboardSnapshot {
@@ -56,6 +68,21 @@ function instanceNames(config: Readonly<Record<string, unknown>> | undefined): s
   return groups.flatMap((g) => Array.from({ length: Number(g.count ?? 1) }, (_, i) => `${g.name ?? ''}_${i}`));
 }
 
+/** Cumulative counts up to the last non-zero bucket (the page treats missing buckets as 0). */
+function trimmed(buckets: Uint32Array): number[] {
+  let last = buckets.length;
+  while (last > 0 && buckets[last - 1] === 0) last--;
+  return Array.from(buckets.subarray(0, last));
+}
+
+function decoupledCounters(s: ModelMetricsRow['stats']): DecoupledCounters {
+  let responses = 0;
+  for (const r of s.responses.values()) responses += r.success.count + r.fail.count;
+  const first = s.responses.get(0);
+  const requests = first ? first.success.count + first.fail.count + first.empty_response.count + first.cancel.count : 0;
+  return { requests, responses, first_response: trimmed(s.firstResponseBuckets) };
+}
+
 function versionRow(name: string, version: string, state: string, reason: string, core: CoreApi, row?: ModelMetricsRow): DashboardVersion {
   let config: Readonly<Record<string, unknown>> | undefined;
   try {
@@ -67,8 +94,8 @@ function versionRow(name: string, version: string, state: string, reason: string
   const busy = s?.busyNsByInstance ?? new Map<string, number>();
   const names = instanceNames(config);
   for (const n of busy.keys()) if (!names.includes(n)) names.push(n);
-  let last = s ? s.latencyBuckets.length : 0;
-  while (last > 0 && s?.latencyBuckets[last - 1] === 0) last--;
+  const policy = config?.model_transaction_policy as { decoupled?: boolean } | undefined;
+  const decoupled = policy?.decoupled === true || s?.decoupled === true;
   return {
     name,
     version,
@@ -91,7 +118,8 @@ function versionRow(name: string, version: string, state: string, reason: string
     batches: s
       ? [...s.batches.values()].map((b): [number, number] => [b.batch_size, b.compute_infer.count]).sort((a, b) => a[0] - b[0])
       : [],
-    latency: s ? Array.from(s.latencyBuckets.subarray(0, last)) : [],
+    latency: s ? trimmed(s.latencyBuckets) : [],
+    ...(decoupled && { decoupled: s ? decoupledCounters(s) : { requests: 0, responses: 0, first_response: [] } }),
   };
 }
 

@@ -18,6 +18,14 @@ export interface MetricsOptions {
   intervalMs: number;
   /** --allow-cpu-metrics. */
   cpuMetrics: boolean;
+  /** Triton's --metrics-config histogram_latencies=true (off by default, as in Triton). */
+  histogramLatencies?: boolean;
+}
+
+/** What buildRegistry exports besides the metrics every Triton exports. */
+export interface RegistryOptions {
+  /** Triton's histogram_latencies: nv_inference_first_response_histogram_ms. */
+  histogramLatencies?: boolean;
 }
 
 /** The machine's CPU utilization over the last interval and its memory, sampled on a timer. */
@@ -58,7 +66,7 @@ export class CpuSampler {
   }
 }
 
-export function buildRegistry(core: CoreApi, cpu?: CpuSampler): client.Registry {
+export function buildRegistry(core: CoreApi, cpu?: CpuSampler, opts: RegistryOptions = {}): client.Registry {
   const registry = new client.Registry();
   client.collectDefaultMetrics({ register: registry });
   const versions = (): ModelMetricsRow[] => core.metricsSnapshot();
@@ -165,6 +173,8 @@ export function buildRegistry(core: CoreApi, cpu?: CpuSampler): client.Registry 
     us(m.stats.cacheMiss.ns),
   );
 
+  if (opts.histogramLatencies) firstResponseHistogram(registry, versions);
+
   // Triton's CPU metrics (per interval).
   if (cpu) {
     const gauge = (name: string, help: string, read: () => number): void => {
@@ -184,6 +194,39 @@ export function buildRegistry(core: CoreApi, cpu?: CpuSampler): client.Registry 
   return registry;
 }
 
+const FIRST_RESPONSE = 'nv_inference_first_response_histogram_ms';
+
+/**
+ * Triton's time-to-first-response histogram, for every model version (Triton 2.73 creates it for
+ * every model once histogram_latencies is on; 2.51 only for decoupled ones). prom-client's
+ * Histogram can only observe, and the counts already live in ModelStats, so this is a metric of
+ * its own that reads them at scrape time. Lines come in Triton's (prometheus-cpp's) order: _count,
+ * _sum, then the cumulative buckets, `le` after the model labels.
+ */
+function firstResponseHistogram(registry: client.Registry, versions: () => ModelMetricsRow[]): void {
+  const help = 'Duration from request to first response in milliseconds';
+  type Sample = { metricName: string; labels: Record<string, string>; value: number };
+  const collect = (): { name: string; help: string; type: 'histogram'; values: Sample[]; aggregator: 'sum' } => {
+    const values: Sample[] = [];
+    for (const mv of versions()) {
+      const labels = labelsOf(mv);
+      const { boundsMs, counts, sumMs } = mv.stats.firstResponseMs;
+      const count = counts.reduce((a, b) => a + b, 0);
+      values.push({ metricName: `${FIRST_RESPONSE}_count`, labels, value: count });
+      values.push({ metricName: `${FIRST_RESPONSE}_sum`, labels, value: sumMs });
+      let below = 0;
+      boundsMs.forEach((le, i) => {
+        below += counts[i]!;
+        values.push({ metricName: `${FIRST_RESPONSE}_bucket`, labels: { ...labels, le: String(le) }, value: below });
+      });
+      values.push({ metricName: `${FIRST_RESPONSE}_bucket`, labels: { ...labels, le: '+Inf' }, value: count });
+    }
+    return { name: FIRST_RESPONSE, help, type: 'histogram', values, aggregator: 'sum' };
+  };
+  const metric = { name: FIRST_RESPONSE, help, type: 'histogram', aggregator: 'sum', get: async () => collect() };
+  registry.registerMetric(metric as unknown as client.Metric);
+}
+
 export async function startMetricsServer(
   core: CoreApi,
   host: string,
@@ -191,7 +234,7 @@ export async function startMetricsServer(
   opts: MetricsOptions,
 ): Promise<{ server: http.Server; port: number }> {
   const cpu = opts.cpuMetrics ? new CpuSampler(opts.intervalMs) : undefined;
-  const registry = buildRegistry(core, cpu);
+  const registry = buildRegistry(core, cpu, { histogramLatencies: opts.histogramLatencies });
   const server = http.createServer((req, res) => {
     if (req.method !== 'GET' || (req.url ?? '').split('?')[0] !== '/metrics') {
       res.writeHead(404, { 'content-type': 'text/plain' }).end('not found; metrics are at /metrics\n');
