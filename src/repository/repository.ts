@@ -147,7 +147,11 @@ export class ModelRepository {
   private pollTimer: NodeJS.Timeout | undefined;
   /** What instances call to run requests of their own (Python BLS): the named model, as a client's request. */
   private readonly host: InstanceHost = {
-    infer: async (req) => this.get(req.modelName, req.modelVersion).infer(req, process.hrtime.bigint()),
+    infer: async (req) => {
+      const version = this.get(req.modelName, req.modelVersion);
+      if (version.decoupled) throw blsDecoupledRefusal(version.name);
+      return version.infer(req, process.hrtime.bigint());
+    },
     stream: (req, sink) => {
       try {
         const version = this.get(req.modelName, req.modelVersion);
@@ -679,4 +683,11 @@ function hasLoaded(entry: ModelEntry): boolean {
 
 function hasReady(entry: ModelEntry): boolean {
   return [...entry.versions.values()].some((v) => v.state === 'READY');
+}
+
+/** Triton's Python backend's answer to a one-response BLS request (exec() without decoupled=True) into a decoupled model, stray quote included. */
+function blsDecoupledRefusal(model: string): ServalError {
+  return ServalError.invalidArg(
+    `Model ${model} - Error when running inference: Model ${model} is using the decoupled. The current BLS request call doesn't support models using the decoupled transaction policy. Please use 'decoupled=True' argument to the 'exec' or 'async_exec' calls for decoupled models.'`,
+  );
 }

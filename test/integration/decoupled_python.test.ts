@@ -27,7 +27,7 @@ let core: InferenceCore;
 
 beforeAll(async () => {
   dir = mkdtempSync(path.join(os.tmpdir(), 'serval-decoupled-'));
-  for (const m of ['py_decoupled', 'py_decoupled_async', 'py_bls_stream']) {
+  for (const m of ['py_decoupled', 'py_decoupled_async', 'py_bls_stream', 'py_sender']) {
     cpSync(path.join(ROOT, 'test', 'python_models', m), path.join(dir, m), { recursive: true });
   }
   cpSync(path.join(ROOT, 'model_repository', 'repeat_int32'), path.join(dir, 'repeat_int32'), { recursive: true });
@@ -141,7 +141,10 @@ describe('a decoupled Python model answers through its response sender', () => {
     const raised = await stream(mode('raise'));
     expect(raised).toHaveLength(1);
     expect(raised[0]).toMatchObject({ kind: 'error', final: true });
-    expect((raised[0] as { err: ServalError }).err.message).toContain('raised inside execute');
+    // Triton's wording for a decoupled model's requests: "for model '<instance>'".
+    expect((raised[0] as { err: ServalError }).err.message).toMatch(
+      /^Failed to process the request\(s\) for model 'py_decoupled_0_0', message: TritonModelException: raised inside execute/,
+    );
     const returned = await stream(mode('return_list'));
     expect(returned[0]).toMatchObject({ kind: 'error', final: true });
     expect((returned[0] as { err: ServalError }).err.message).toContain(
@@ -189,6 +192,15 @@ describe('async def execute in a decoupled model', () => {
     // One after another they would take 1.2 s.
     expect(took).toBeLessThan(1100);
   });
+
+  it('a coroutine that raises ends its request with the error, worded as Triton words it', async () => {
+    const events = await stream(request('py_decoupled_async', [{ name: 'MS', datatype: 'INT32', shape: [1], data: i32([-5]) }]));
+    expect(events).toHaveLength(1);
+    expect(events[0]).toMatchObject({ kind: 'error', final: true });
+    expect((events[0] as { err: ServalError }).err.message).toMatch(
+      /^Failed to process the request\(s\) for model 'py_decoupled_async_0_0', message: ValueError: cannot sleep -5 ms/,
+    );
+  });
 });
 
 describe('BLS into a decoupled model', () => {
@@ -207,6 +219,36 @@ describe('BLS into a decoupled model', () => {
       expect(get('EMPTY')).toBe(1);
     });
   }
+});
+
+describe('BLS without decoupled=True into a decoupled model', () => {
+  it("gets Triton's error response", async () => {
+    const events = await stream(
+      request('py_bls_stream', [text('MODE', 'plain'), { name: 'IN', datatype: 'INT32', shape: [1], data: i32([1]) }]),
+    );
+    expect(events).toHaveLength(1);
+    expect(events[0]).toMatchObject({ kind: 'error', final: true });
+    expect((events[0] as { err: ServalError }).err.message).toBe(
+      "Model repeat_int32 - Error when running inference: Model repeat_int32 is using the decoupled. The current BLS request call doesn't support models using the decoupled transaction policy. Please use 'decoupled=True' argument to the 'exec' or 'async_exec' calls for decoupled models.'",
+    );
+  });
+});
+
+describe('a model that is not decoupled, answering through its response sender', () => {
+  const sender = (m: string) => request('py_sender', [text('MODE', m)]);
+  it('answers with the one response it sent', async () => {
+    const res = await core.infer(sender('send_final'));
+    expect(bytesToStrings(res.outputs[0]!.data, 'OUT')).toEqual(['sent']);
+  });
+
+  it("refuses a second response with Triton's text; the first is the answer", async () => {
+    const res = await core.infer(sender('send_twice'));
+    expect(bytesToStrings(res.outputs[0]!.data, 'OUT')).toEqual(['first']);
+    const report = await core.infer(sender('report'));
+    expect(bytesToStrings(report.outputs[0]!.data, 'OUT')).toEqual([
+      'TritonModelException: Unable to send response. Non-decoupled model cannot send more than one response.',
+    ]);
+  });
 });
 
 describe('an ensemble with a decoupled step', () => {

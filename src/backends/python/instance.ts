@@ -159,7 +159,9 @@ export class PythonInstance implements ModelInstance {
     // A traceback names model.py by its absolute path: clients see it repository-relative.
     const dir = this.opts.args.model_repository;
     const text = dir ? scrubPaths(message, dir) : message;
-    return ServalError.internal(`Failed to process the request(s) for model instance '${this.name}', message: ${text}`);
+    // Triton's two wordings: a decoupled model's requests fail "for model '<instance>'".
+    const what = this.opts.decoupled ? 'model' : 'model instance';
+    return ServalError.internal(`Failed to process the request(s) for ${what} '${this.name}', message: ${text}`);
   }
 
   /** Starts a stub and runs the model's initialize(); rejects with what went wrong. */
@@ -337,7 +339,9 @@ export class PythonInstance implements ModelInstance {
     const final = m.final === true;
     if (final) this.forget(rk);
     let response: ExecOutput[] | Error | undefined;
-    if (m.err) response = stubError(m.err as { msg: string; code: string });
+    const err = m.err as { msg: string; code: string; raised?: boolean } | undefined;
+    // An exception the model raised (an async execute's) is worded as one raised in execute().
+    if (err) response = err.raised ? this.failure(err.msg) : stubError(err);
     else if (m.outs) response = this.attachedOutputs(m.outs as TensorSpec[], m.bin);
     const params = m.params && typeof m.params === 'object' ? (m.params as Params) : undefined;
     open.channel.send(response, final, params);

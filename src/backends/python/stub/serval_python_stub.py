@@ -515,11 +515,18 @@ class Stub:
             e = None if f.cancelled() else f.exception()
             if e is None:
                 return
-            self.log("ERROR", f"Failed to process the request(s) for model '{self.model_name}', message: {format_exception(e)}")
+            text = format_exception(e)
+            self.log("ERROR", f"Failed to process the request(s) for model '{self.instance_name}', message: {text}")
+            # Requests the coroutine left open end with the error, worded as one raised in execute.
             for req in requests:
                 sender = req.get_response_sender()
-                if not sender._closed:
-                    sender.send(self.pb.InferenceResponse(error=self.pb.TritonError(format_exception(e))), self.pb.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                with sender._lock:
+                    if sender._closed:
+                        continue
+                    sender._closed = True
+                    if req._rk in self.chan.cancelled:
+                        self.chan.cancelled.discard(req._rk)
+                    self.chan.send({"t": "resp", "rk": req._rk, "final": True, "err": {"msg": text, "code": "INTERNAL", "raised": True}})
 
         fut.add_done_callback(finished)
 
@@ -552,6 +559,20 @@ class Stub:
 
     def responses(self, result, requests):
         pb = self.pb
+        sent = [getattr(r, "_sent", None) for r in requests]
+        if result is None and all(x is not None for x in sent):
+            # Every request answered through its response sender (a non-decoupled model may).
+            result = sent
+        elif any(x is not None for x in sent):
+            if isinstance(result, (list, tuple)) and len(result) == len(requests):
+                # Sent and returned: the sent response is the answer, as in Triton (which logs the second).
+                if any(x is not None and r is not None for x, r in zip(sent, result)):
+                    self.log(
+                        "ERROR",
+                        f"Failed to process the request(s) for model '{self.instance_name}', message: "
+                        "Unable to send response. Non-decoupled model cannot send more than one response.",
+                    )
+                result = [x if x is not None else r for x, r in zip(sent, result)]
         if not isinstance(result, (list, tuple)):
             raise StubError(
                 f"Expected a list in the execute return, got {type(result).__name__}; a model must return one InferenceResponse per request"

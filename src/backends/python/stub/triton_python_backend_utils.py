@@ -369,8 +369,8 @@ class InferenceRequest:
         """The sender of this request's responses (a decoupled model's; the same one each call)."""
         sender = getattr(self, "_sender", None)
         if sender is None:
-            if _stub is None or getattr(self, "_rk", None) is None:
-                raise TritonModelException("Unable to get the response sender: the model is not using the decoupled transaction policy")
+            if _stub is None:
+                raise TritonModelException("a response sender exists only for a request that Serval runs")
             sender = self._sender = InferenceResponseSender(self)
         return sender
 
@@ -412,6 +412,15 @@ class InferenceResponseSender:
         with self._lock:
             if self._closed:
                 raise TritonModelException("Unable to send response. Response sender has been closed.")
+            if getattr(self._request, "_rk", None) is None:
+                # A model that is not decoupled: one response, which the stub answers with when
+                # execute returns (None, or its list, where the sent one wins).
+                if response is not None:
+                    if getattr(self._request, "_sent", None) is not None:
+                        raise TritonModelException("Unable to send response. Non-decoupled model cannot send more than one response.")
+                    self._request._sent = response
+                self._closed = final
+                return
             self._closed = final
             _stub.send_response(self._request, response, final)
 

@@ -43,6 +43,11 @@ class TritonPythonModel:
         for request in requests:
             mode = pb_utils.get_input_tensor_by_name(request, "MODE").as_numpy()[0].decode()
             values = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()
+            if mode == "plain":
+                # exec() without decoupled=True into a decoupled model: an error response, handed on.
+                plain = repeat_request(values).exec()
+                out.append(pb_utils.InferenceResponse(error=plain.error()) if plain.has_error() else plain)
+                continue
             if mode == "async_sum":
                 responses = await repeat_request(values).async_exec(decoupled=True)
             else:

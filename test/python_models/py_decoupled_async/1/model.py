@@ -1,5 +1,6 @@
 """Decoupled, with a coroutine execute: sleeps MS ms (without blocking other requests), then
-sends OUT = MS with the final flag."""
+sends OUT = MS with the final flag. A negative MS raises (after execute has returned, since the
+coroutine runs in the background)."""
 
 import asyncio
 
@@ -11,6 +12,8 @@ class TritonPythonModel:
     async def execute(self, requests):
         for request in requests:
             ms = int(pb_utils.get_input_tensor_by_name(request, "MS").as_numpy()[0])
+            if ms < 0:
+                raise ValueError(f"cannot sleep {ms} ms")
             await asyncio.sleep(ms / 1000)
             out = pb_utils.Tensor("OUT", np.array([ms], dtype=np.int32))
             request.get_response_sender().send(
