@@ -161,6 +161,27 @@ check_batched() { # check_batched NAME: the server executed fewer batches than i
     RCS[i]=97 FAILED=1
   fi
 }
+# A decoupled model (repeat_int32: one response per element of IN, then the final flag alone)
+# over the stream, as perf_analyzer requires (--streaming, gRPC): it detects the model as decoupled,
+# measures latency to the first response and counts every response; check_decoupled reads that.
+REPEAT_JSON="$LOG_DIR/repeat_input.json"
+echo '{"data":[{"IN":{"content":[4,2,0,1],"shape":[4]},"DELAY":{"content":[0,0,0,0],"shape":[4]},"WAIT":[0]}]}' >"$REPEAT_JSON"
+check_decoupled() { # check_decoupled NAME RESPONSES: decoupled detected, RESPONSES responses per request
+  local name="$1" per="$2" log="$LOG_DIR/pa_$1.log" i found=""
+  for i in "${!NAMES[@]}"; do [[ "${NAMES[i]}" == "$name" ]] && found=1 && break; done
+  [[ -n "$found" && -f "$log" ]] || return 0 # filtered out
+  local req resp
+  req="$(grep -m1 -oP '^\s*Throughput: \K[0-9.]+' "$log")" resp="$(grep -m1 -oP 'Response Throughput: \K[0-9.]+' "$log")"
+  if grep -q 'Detected decoupled model' "$log" && [[ -n "$req" && -n "$resp" ]] &&
+    python3 -c "import sys; r, s, n = map(float, sys.argv[1:]); sys.exit(0 if abs(s / r - n) < 0.05 * n else 1)" "$req" "$resp" "$per"; then
+    echo "   decoupled: $resp responses/s for $req requests/s ($per per request)"
+  else
+    echo "   FAILED: decoupled model not detected, or not $per responses per request (requests/s '${req}', responses/s '${resp}')"
+    RCS[i]=96 FAILED=1
+  fi
+}
+run grpc_repeat_int32_streaming grpc -m repeat_int32 --streaming --input-data "$REPEAT_JSON" --concurrency-range 4
+check_decoupled grpc_repeat_int32_streaming 4
 for proto in grpc http; do
   run "${proto}_food_classifier_b1_c8" "$proto" -m food_classifier -b 1 --input-data "$FOOD_JSON" --concurrency-range 8
   check_batched "${proto}_food_classifier_b1_c8"
