@@ -184,6 +184,8 @@ def test_unary_infer_on_a_decoupled_model_is_refused(grpc_url, http_url):
 # -- a server of our own with the decoupled test models ----------------------------------------
 
 PY_MODELS = ["py_decoupled", "py_bls_stream"]
+# repeat_int32 -> add_one_int32 per response (test/reference/models).
+ENSEMBLE_MODELS = ["add_one_int32", "ensemble_repeat"]
 
 
 @pytest.fixture(scope="module")
@@ -192,6 +194,8 @@ def decoupled_server():
     extra = Path(tempfile.mkdtemp(prefix="serval-decoupled-"))
     for m in PY_MODELS:
         shutil.copytree(REPO_ROOT / "test" / "python_models" / m, extra / m)
+    for m in ENSEMBLE_MODELS:
+        shutil.copytree(REPO_ROOT / "test" / "reference" / "models" / m, extra / m)
     managed = _ManagedServer(("--model-repository", str(extra)), log_name="serval-decoupled.log")
     try:
         yield managed.start()
@@ -263,3 +267,21 @@ def test_bls_iterates_a_decoupled_models_responses(decoupled_server, mode):
     # Every response, then the empty final one, as Triton's iterator yields them.
     assert int(result.as_numpy("COUNT")[0]) == len(values) + 1
     assert int(result.as_numpy("EMPTY")[0]) == 1
+
+
+def test_an_ensemble_with_a_decoupled_step_streams_each_response(decoupled_server):
+    client = grpcclient.InferenceServerClient(decoupled_server.grpc_url)
+    config = client.get_model_config("ensemble_repeat", as_json=True)["config"]
+    # Triton marks an ensemble with a decoupled step decoupled, whatever its config says.
+    assert config["model_transaction_policy"]["decoupled"] is True
+    collector = Collector()
+    client.start_stream(callback=collector)
+    client.async_stream_infer("ensemble_repeat", repeat_inputs([10, 20, 30], delays=[5, 5, 5]), request_id="ens",
+                              enable_empty_final_response=True)
+    got = collector.take()
+    client.stop_stream()
+    assert all(e is None for _, e in got)
+    data = [r for r, _ in got if r.as_numpy("OUT") is not None]
+    assert [int(r.as_numpy("OUT")[0]) for r in data] == [11, 21, 31]
+    assert [int(r.as_numpy("IDX")[0]) for r in data] == [0, 1, 2]
+    assert final_flag(got[-1][0])

@@ -169,6 +169,10 @@ describe('a decoupled Python model answers through its response sender', () => {
     expect(events.at(-1)).toEqual({ kind: 'response', res: undefined, final: true });
     const report = out((await stream(mode('report')))[0]!);
     expect(report).toMatch(/^cancelled=True sender=True after=\d+$/);
+    // Nothing is left behind: the instance holds no open request, the cancellation no listener.
+    const version = repo.get('py_decoupled', '') as unknown as { instances: { open: Map<number, unknown> }[] };
+    expect(version.instances[0]!.open.size).toBe(0);
+    expect((cancellation as unknown as { listener: unknown }).listener).toBeUndefined();
     // It stopped soon after the cancel, not at its 10 s deadline.
     expect(Number(/after=(\d+)/.exec(report)![1])).toBeLessThan(20);
   });
