@@ -604,19 +604,7 @@ export class EnsembleVersion implements LoadedVersion {
         throw new ServalError(err.code, `in ensemble '${this.name}', ${err.message}`);
       }
       const outputs = this.shapeOutputs(v, topK, tensors);
-      const end = now();
-      const timing: RequestTiming = {
-        requestStartNs,
-        queueStartNs,
-        computeStartNs,
-        computeInputNs: steps.computeInput.ns,
-        computeInferNs: steps.computeInfer.ns,
-        computeOutputNs: steps.computeOutput.ns,
-      };
-      const batch = Math.max(1, v.batchSize);
-      this.stats.recordSuccess(batch, timing, end);
-      this.stats.recordExecution(batch, timing.computeInputNs, timing.computeInferNs, timing.computeOutputNs);
-      secondaryStats?.recordSuccess(batch, timing, end);
+      this.recordSuccess(v, { requestStartNs, queueStartNs, computeStartNs }, steps, secondaryStats);
       traceTensors(req.trace, 'TENSOR_BACKEND_OUTPUT', outputs);
       return { modelName: this.name, modelVersion: String(this.version), id: req.id, outputs };
     } catch (e) {
@@ -625,6 +613,29 @@ export class EnsembleVersion implements LoadedVersion {
     } finally {
       this.stats.pending -= 1;
     }
+  }
+
+  /**
+   * A request completed: its end-to-end time, and its steps' summed compute times as the
+   * ensemble's (Triton's context aggregator), counted as one execution of its batch size.
+   */
+  private recordSuccess(
+    v: ValidatedRequest,
+    at: Pick<RequestTiming, 'requestStartNs' | 'queueStartNs' | 'computeStartNs'>,
+    steps: ModelStats,
+    secondaryStats: ModelStats | undefined,
+  ): void {
+    const end = now();
+    const timing: RequestTiming = {
+      ...at,
+      computeInputNs: steps.computeInput.ns,
+      computeInferNs: steps.computeInfer.ns,
+      computeOutputNs: steps.computeOutput.ns,
+    };
+    const batch = Math.max(1, v.batchSize);
+    this.stats.recordSuccess(batch, timing, end);
+    this.stats.recordExecution(batch, timing.computeInputNs, timing.computeInferNs, timing.computeOutputNs);
+    secondaryStats?.recordSuccess(batch, timing, end);
   }
 
   /** The wanted outputs as the client gets them: the ensemble's shapes, classified when asked. */
@@ -688,20 +699,8 @@ export class EnsembleVersion implements LoadedVersion {
       this.stats.recordFirstResponse(Number(now() - requestStartNs));
     };
     const succeed = (): void => {
-      const end = now();
-      const timing: RequestTiming = {
-        requestStartNs,
-        queueStartNs,
-        computeStartNs,
-        computeInputNs: steps.computeInput.ns,
-        computeInferNs: steps.computeInfer.ns,
-        computeOutputNs: steps.computeOutput.ns,
-      };
-      const batch = Math.max(1, v.batchSize);
       this.stats.pending -= 1;
-      this.stats.recordSuccess(batch, timing, end);
-      this.stats.recordExecution(batch, timing.computeInputNs, timing.computeInferNs, timing.computeOutputNs);
-      secondaryStats?.recordSuccess(batch, timing, end);
+      this.recordSuccess(v, { requestStartNs, queueStartNs, computeStartNs }, steps, secondaryStats);
       done();
     };
     const fail = (e: ServalError): void => {

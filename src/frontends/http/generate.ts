@@ -12,7 +12,7 @@ import { type DataType, jsonToRaw, rawToJson } from '../../kernel/datatypes.js';
 import { asServalError, isServerFault, ServalError } from '../../kernel/errors.js';
 import { encodeJson, parseJsonExact } from '../../kernel/json.js';
 import type { Logger } from '../../kernel/log.js';
-import type { InferInputTensor, InferRequest, InferResponse, ParamValue, TensorMetadata } from '../../kernel/types.js';
+import type { InferInputTensor, InferRequest, InferResponse, ParamValue, ResponseSink, TensorMetadata } from '../../kernel/types.js';
 import { httpInferTracing } from './trace_logging.js';
 
 export interface GenerateOptions {
@@ -97,9 +97,35 @@ export const generateRoutes: FastifyPluginCallback<GenerateOptions> = (app, opts
       };
 
       return new Promise<FastifyReply>((resolve, reject) => {
+        /**
+         * The request's sink: each response or error to `deliver` as JSON, whether it failed, and
+         * the final flag. An error before anything was delivered (`started`) and before the core
+         * took the request in is a refusal: its own status and body.
+         */
+        const sinkTo = (
+          deliver: (json: string | undefined, failed: boolean, final: boolean) => void,
+          started: () => boolean,
+        ): ResponseSink => {
+          let ended = false;
+          return {
+            response: (res, final) => {
+              if (ended) return;
+              ended = final;
+              answered();
+              const [json, failed] = encoded(res);
+              deliver(json, failed, final);
+            },
+            error: (e, final) => {
+              if (ended) return;
+              ended = final;
+              if (!started() && !admitted) return reject(e);
+              answered();
+              deliver(inBand(e), true, final);
+            },
+          };
+        };
         if (streaming) {
           let events: PassThrough | undefined;
-          let ended = false;
           const emit = (json: string | undefined, failed: boolean, final: boolean): void => {
             if (!events) {
               // The first response (or the final flag alone) fixes the status: Triton starts the chunked reply on it.
@@ -115,22 +141,10 @@ export const generateRoutes: FastifyPluginCallback<GenerateOptions> = (app, opts
             if (json !== undefined) events.write(`data: ${json}\n\n`);
             if (final) events.end();
           };
-          core.inferStream(request, {
-            response: (res, final) => {
-              if (ended) return;
-              ended = final;
-              answered();
-              const [json, failed] = encoded(res);
-              emit(json, failed, final);
-            },
-            error: (e, final) => {
-              if (ended) return;
-              ended = final;
-              if (!events && !admitted) return reject(e);
-              answered();
-              emit(inBand(e), true, final);
-            },
-          });
+          core.inferStream(
+            request,
+            sinkTo(emit, () => events !== undefined),
+          );
           return;
         }
         // /generate: Triton collects every response and answers once, at the final flag; more
@@ -138,7 +152,6 @@ export const generateRoutes: FastifyPluginCallback<GenerateOptions> = (app, opts
         let count = 0;
         let body: string | undefined;
         let firstFailed: boolean | undefined;
-        let ended = false;
         const collect = (json: string | undefined, failed: boolean, final: boolean): void => {
           firstFailed ??= failed;
           if (json !== undefined) body = ++count === 1 ? json : undefined;
@@ -151,22 +164,10 @@ export const generateRoutes: FastifyPluginCallback<GenerateOptions> = (app, opts
             .send(Buffer.from(count === 1 && body !== undefined ? body : errorJson(GENERATE_TEXTS.notOneResponse)));
           resolve(reply);
         };
-        core.inferStream(request, {
-          response: (res, final) => {
-            if (ended) return;
-            ended = final;
-            answered();
-            const [json, failed] = encoded(res);
-            collect(json, failed, final);
-          },
-          error: (e, final) => {
-            if (ended) return;
-            ended = final;
-            if (firstFailed === undefined && !admitted) return reject(e);
-            answered();
-            collect(inBand(e), true, final);
-          },
-        });
+        core.inferStream(
+          request,
+          sinkTo(collect, () => firstFailed !== undefined),
+        );
       });
     };
 
