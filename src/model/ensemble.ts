@@ -182,19 +182,10 @@ export function runEnsembleGraph(g: GraphRun): Promise<Map<string, EnsembleTenso
   });
 }
 
-export interface StreamGraphRun {
-  requestId: string;
-  parameters: Params;
-  steps: readonly EnsembleStep[];
-  /** The composing model's config for each step (its inputs' dims, whether it batches). */
-  models: readonly ResolvedModelConfig[];
-  /** The request's tensors by ensemble tensor name; null is an optional input it left out. */
-  inputs: ReadonlyMap<string, EnsembleTensor | null>;
-  /** The ensemble outputs asked for. */
-  wanted: readonly string[];
+/** A decoupled ensemble's run: GraphRun's request, each step's responses to a sink, and the ensemble's to these. */
+export interface StreamGraphRun extends Omit<GraphRun, 'call'> {
   /** Runs step `index` as a request to its model: its responses (any number, the last final) to `sink`. */
   call(index: number, req: InferRequest, sink: ResponseSink): void;
-  cancellation?: Cancellation;
   /** The wanted outputs of one wave (null where a step left one out); `final` when nothing more can come. */
   response(outputs: ReadonlyMap<string, EnsembleTensor | null>, final: boolean): void;
   /** Nothing more can come and the last response went without the final flag (or there was none). */
