@@ -34,6 +34,7 @@ import { runStep, streamStep, traceTensors } from './ensemble_trace.js';
 import type { LoadedVersion, VersionLookup } from './loaded_version.js';
 import { readLabels } from './model_version.js';
 import { classify } from './outputs.js';
+import { sequenceParameters } from './sequence_params.js';
 import { classCounts, type ValidatedRequest, validateRequest } from './validate.js';
 
 const now = (): bigint => process.hrtime.bigint();
@@ -670,6 +671,7 @@ export class EnsembleVersion implements LoadedVersion {
     const config = this.current;
     const topK = classCounts(req);
     const v = validateRequest(req, config);
+    const sequence = sequenceParameters(req);
     const queueStartNs = now();
     req.trace?.stamp('QUEUE_START', queueStartNs);
     req.admitted?.();
@@ -747,7 +749,14 @@ export class EnsembleVersion implements LoadedVersion {
         first();
         traceTensors(req.trace, 'TENSOR_BACKEND_OUTPUT', outputs);
         if (final) succeed();
-        sink.response({ modelName: this.name, modelVersion: String(this.version), id: req.id, outputs }, final);
+        // Triton's decoupled ensemble responses carry the request's sequence fields as parameters
+        // (observed on 2.51: docs/reference/decoupled.md, ensembles); its empty final does not.
+        const parameters = {
+          sequence_end: sequence?.end ?? false,
+          sequence_id: sequence?.id ?? 0,
+          sequence_start: sequence?.start ?? false,
+        };
+        sink.response({ modelName: this.name, modelVersion: String(this.version), id: req.id, outputs, parameters }, final);
       },
       final: () => {
         succeed();

@@ -270,6 +270,8 @@ describe('an ensemble with a decoupled step', () => {
     const data = events.filter((e): e is { kind: 'response'; res: InferResponse; final: boolean } => e.kind === 'response' && !!e.res);
     expect(data.map((e) => fromI32(e.res.outputs.find((o) => o.name === 'OUT')!.data)[0])).toEqual([11, 21, 31]);
     expect(data.map((e) => fromI32(e.res.outputs.find((o) => o.name === 'IDX')!.data)[0])).toEqual([0, 1, 2]);
+    // Each carries the request's sequence fields, as Triton's ensemble responses do.
+    for (const e of data) expect(e.res.parameters).toEqual({ sequence_end: false, sequence_id: 0, sequence_start: false });
     expect(events.at(-1)!.final).toBe(true);
     expect(events.filter((e) => e.kind === 'error')).toEqual([]);
   });
