@@ -83,6 +83,14 @@ export interface ExecResult {
   computeOutputNs: number;
 }
 
+/**
+ * What an execution's failure may carry: the model ran and failed (it raised), with these
+ * durations, which count as an execution in the statistics as Triton counts it.
+ */
+export interface ExecutionFailure {
+  executed?: { computeInputNs: number; computeInferNs: number; computeOutputNs: number };
+}
+
 /** A submitted execution. */
 export interface Execution {
   readonly result: Promise<ExecResult>;
@@ -165,6 +173,11 @@ export interface Backend<Settings = unknown> {
    * strings): requests with other bytes are refused rather than answered with altered data.
    */
   readonly utf8BytesOnly?: boolean;
+  /**
+   * True when a response lists outputs in the order the model made them (a Python model's
+   * output_tensors), as Triton's backend adds them; else in the config's (or request's) order.
+   */
+  readonly outputsInModelOrder?: boolean;
   /**
    * The instance groups as the config endpoints report them, one placement per instance, and the
    * settings every instance starts with. Throws, naming what is missing, when a placement cannot

@@ -28,6 +28,8 @@ export interface BackendFacts<Settings> {
   defaultModelFilename: string;
   /** BYTES elements must be UTF-8 (the backend passes them as text). */
   utf8BytesOnly?: boolean;
+  /** Responses list outputs in the order the model made them (Python), not the config's. */
+  outputsInModelOrder?: boolean;
   /** The backend's instance placement for the (completed) config; throws when impossible. */
   placeInstances(config: ModelConfig): PlacedInstances<Settings>;
 }
@@ -93,6 +95,7 @@ export function resolveConfig<Settings>(raw: ModelConfig, ctx: ResolveContext<Se
     platform: config.platform ?? '',
     backend: config.backend,
     utf8BytesOnly: ctx.backend.utf8BytesOnly ?? false,
+    outputsInModelOrder: ctx.backend.outputsInModelOrder ?? false,
     maxBatchSize,
     decoupled: config.model_transaction_policy?.decoupled ?? false,
     defaultModelFilename: config.default_model_filename,

@@ -119,6 +119,8 @@ export interface ResolvedModelConfig<Settings = unknown> {
   readonly backend: string;
   /** BYTES elements must be valid UTF-8: the backend passes them as text (ONNX Runtime). */
   readonly utf8BytesOnly: boolean;
+  /** Responses list outputs in the order the model made them (a Python model's), as Triton's do. */
+  readonly outputsInModelOrder: boolean;
   /** 0 = the model does not batch: shapes have no batch dimension. */
   /** model_transaction_policy.decoupled: a request may get zero, one or many responses. */
   readonly decoupled: boolean;

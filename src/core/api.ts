@@ -50,7 +50,10 @@ export interface CoreApi {
    * `sink.error(e, true)`.
    */
   inferStream(req: InferRequest, sink: ResponseSink): void;
-  /** Whether the version a request would reach is decoupled; false for a model that is not ready. */
+  /**
+   * Whether the version a request would reach is decoupled. Throws Triton's error for a model or
+   * version that is not ready, which is what Triton's front-ends answer before reading a request.
+   */
   isDecoupled(name: string, version: string): boolean;
   /**
    * Trace extension: starts a trace for a request to `model` when sampling picks it (a front-end

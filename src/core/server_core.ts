@@ -207,7 +207,7 @@ export class InferenceCore implements CoreApi {
   }
 
   isDecoupled(name: string, version: string): boolean {
-    return this.repository.isReady(name, version) && this.repository.get(name, version).decoupled;
+    return this.repository.get(name, version).decoupled;
   }
 
   startTrace(model: string): RequestTrace | undefined {

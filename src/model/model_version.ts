@@ -219,9 +219,11 @@ export class ModelVersion implements LoadedVersion {
   /** What the model produced, as the client gets it: requested outputs in order, reshaped, classified. */
   private shape(produced: readonly ScheduledOutput[], v: ValidatedRequest, topK: ReadonlyMap<string, number>): InferOutputTensor[] {
     const byName = new Map(produced.map((o) => [o.name, o]));
-    // v.outputs: the requested outputs in request order (validated, no repeats), else all of them.
+    // v.outputs: the requested outputs in request order (validated, no repeats), else all of them;
+    // a Python model's go in the order it made them (as Triton's backend adds them), once each.
     // A Python model may leave out an output it was asked for; the response then lacks it, as in Triton.
-    return v.outputs.flatMap((name) => {
+    const names = this.config.outputsInModelOrder ? [...byName.keys()].filter((n) => v.outputs.includes(n)) : v.outputs;
+    return names.flatMap((name) => {
       const out = byName.get(name);
       if (!out) return [];
       const cfg = this.config.outputByName.get(name)!;

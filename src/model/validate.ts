@@ -54,13 +54,21 @@ export function validateRequest(request: InferRequest, config: ResolvedModelConf
   const required = configInputs.filter((i) => !i.optional);
   const missing = required.filter((i) => !given.has(i.name));
   if (missing.length) {
-    const got = req.inputs.length ? `[${req.inputs.map((i) => `'${i.name}'`).join(',')}]` : '[]';
-    const miss = `[${missing.map((i) => `'${i.name}'`).join(',')}]`;
+    // Triton lists both as sets of names, so sorted (observed on 2.51 and in its L0 tests).
+    const list = (names: string[]): string =>
+      `[${names
+        .sort()
+        .map((n) => `'${n}'`)
+        .join(',')}]`;
+    const got = list(req.inputs.map((i) => i.name));
+    const miss = list(missing.map((i) => i.name));
     const head =
       required.length === configInputs.length
         ? `expected ${configInputs.length} inputs but got ${req.inputs.length} inputs`
         : `expected number of inputs between ${required.length} and ${configInputs.length} but got ${req.inputs.length} inputs`;
-    throw fail(`${head} for model '${model}'. Got inputs ${got}, but missing required inputs ${miss}. Please provide all required inputs.`);
+    throw fail(
+      `${head} for model '${model}'. Got input(s) ${got}, but missing required input(s) ${miss}. Please provide all required input(s).`,
+    );
   }
 
   // Batch size: the first dimension of every input when the model batches.

@@ -6,6 +6,7 @@ import type {
   ExecLayout,
   ExecResult,
   Execution,
+  ExecutionFailure,
   ModelInstance,
   Reservation,
   ResponseChannel,
@@ -347,6 +348,16 @@ export class Scheduler {
             this.policy.ragged && { spec: this.policy.ragged, reqs: batch.map((q) => q.req) },
           );
     } catch (e) {
+      // A model that ran and failed (it raised) still made an execution, as Triton's Python backend counts it.
+      const ran = (e as ExecutionFailure).executed;
+      if (ran)
+        this.stats.recordExecution(
+          Math.max(1, total),
+          ran.computeInputNs,
+          ran.computeInferNs,
+          ran.computeOutputNs,
+          instance.placement.name,
+        );
       if (!withdrawn) failAll(asServalError(e), 'BACKEND');
       return;
     }
@@ -354,12 +365,6 @@ export class Scheduler {
     // Time held inside a busy instance is queue time, as Triton counts it.
     const computeStartNs = result.computeStartNs !== undefined && result.computeStartNs > dispatchNs ? result.computeStartNs : dispatchNs;
     batch.forEach((q, i) => {
-      const failed = result.responses?.[i];
-      if (failed instanceof Error) {
-        // One request of the batch answered with an error (Python's InferenceResponse(error=...)).
-        this.fail(q, asServalError(failed), 'BACKEND');
-        return;
-      }
       const timing: RequestTiming = {
         requestStartNs: q.req.requestStartNs,
         queueStartNs: q.queueStartNs,
@@ -372,6 +377,14 @@ export class Scheduler {
       this.stats.recordSuccess(Math.max(1, q.req.batchSize), timing, end);
       q.req.secondaryStats?.recordSuccess(Math.max(1, q.req.batchSize), timing, end);
       this.budget?.observe(Number(end - q.req.requestStartNs), total >= this.fullBatch);
+      const failed = result.responses?.[i];
+      if (failed instanceof Error) {
+        // One request of the batch answered with an error (Python's InferenceResponse(error=...)):
+        // the client gets the error, and the statistics a success, as Triton's Python backend
+        // reports the request (it executed; docs/reference/decoupled.md, statistics).
+        q.reject(asServalError(failed));
+        return;
+      }
       // The batch computed the union of its requests' outputs; each gets only its own.
       const all = perRequest[i]!;
       const mine = all.length === q.req.outputs.length ? all : all.filter((o) => q.req.outputs.includes(o.name));

@@ -167,7 +167,7 @@ def test_exception_in_execute(py_server, protocol):
     with expect_triton_error(
         protocol,
         "INTERNAL",
-        "Failed to process the request(s) for model instance 'py_errors_0_0', message: TritonModelException: the model raised on purpose",
+        "Failed to process the request(s) for model 'py_errors_0_0', message: TritonModelException: the model raised on purpose",
         regex=r"\n\nAt:\n  .*py_errors/1/model\.py\(\d+\): execute\n$",
     ):
         c.infer("py_errors", mode_input(protocol, "raise"))

@@ -27,7 +27,7 @@ let core: InferenceCore;
 
 beforeAll(async () => {
   dir = mkdtempSync(path.join(os.tmpdir(), 'serval-decoupled-'));
-  for (const m of ['py_decoupled', 'py_decoupled_async', 'py_bls_stream', 'py_sender']) {
+  for (const m of ['py_decoupled', 'py_decoupled_async', 'py_bls_stream', 'py_sender', 'py_errors']) {
     cpSync(path.join(ROOT, 'test', 'python_models', m), path.join(dir, m), { recursive: true });
   }
   cpSync(path.join(ROOT, 'model_repository', 'repeat_int32'), path.join(dir, 'repeat_int32'), { recursive: true });
@@ -252,6 +252,33 @@ describe('a model that is not decoupled, answering through its response sender',
     expect(bytesToStrings(report.outputs[0]!.data, 'OUT')).toEqual([
       'TritonModelException: Unable to send response. Non-decoupled model cannot send more than one response.',
     ]);
+  });
+});
+
+describe("statistics of a Python model's failures, as Triton's Python backend reports them", () => {
+  const delta = async (model: string, run: () => Promise<unknown>) => {
+    const before = core.statistics(model, '')[0]!;
+    await run();
+    const after = core.statistics(model, '')[0]!;
+    return {
+      inference: after.inference_count - before.inference_count,
+      execution: after.execution_count - before.execution_count,
+      success: after.inference_stats.success.count - before.inference_stats.success.count,
+      fail: after.inference_stats.fail.count - before.inference_stats.fail.count,
+    };
+  };
+  const errors = (m: string) => request('py_errors', [{ name: 'MODE', datatype: 'BYTES', shape: [1, 1], data: bytesRaw([m]) }]);
+
+  it('an error response the model returns is a success of the request (the client still gets the error)', async () => {
+    const d = await delta('py_errors', () => expect(core.infer(errors('error'))).rejects.toMatchObject({ code: 'INVALID_ARG' }));
+    expect(d).toEqual({ inference: 1, execution: 1, success: 1, fail: 0 });
+  });
+
+  it('an execute that raised is a failed request, and an execution all the same', async () => {
+    const d = await delta('py_errors', () => expect(core.infer(errors('raise'))).rejects.toMatchObject({ code: 'INTERNAL' }));
+    expect(d).toEqual({ inference: 0, execution: 1, success: 0, fail: 1 });
+    const decoupled = await delta('py_decoupled', () => stream(mode('raise')));
+    expect(decoupled).toMatchObject({ execution: 1, fail: 1 });
   });
 });
 

@@ -646,8 +646,8 @@ describe('errors, each followed by a correct good request', () => {
     expectError(
       await inferJson(url, 'simple', { inputs: good().slice(0, 1) }),
       400,
-      "[request id: <id_unknown>] expected 2 inputs but got 1 inputs for model 'simple'. Got inputs ['INPUT0'], " +
-        "but missing required inputs ['INPUT1']. Please provide all required inputs.",
+      "[request id: <id_unknown>] expected 2 inputs but got 1 inputs for model 'simple'. Got input(s) ['INPUT0'], " +
+        "but missing required input(s) ['INPUT1']. Please provide all required input(s).",
     );
   });
 
@@ -655,8 +655,8 @@ describe('errors, each followed by a correct good request', () => {
     expectError(
       await inferJson(url, 'simple', { inputs: [] }),
       400,
-      "[request id: <id_unknown>] expected 2 inputs but got 0 inputs for model 'simple'. Got inputs [], " +
-        "but missing required inputs ['INPUT0','INPUT1']. Please provide all required inputs.",
+      "[request id: <id_unknown>] expected 2 inputs but got 0 inputs for model 'simple'. Got input(s) [], " +
+        "but missing required input(s) ['INPUT0','INPUT1']. Please provide all required input(s).",
     );
   });
 

@@ -131,9 +131,7 @@ describe('Python models in a running server', () => {
     const r = await inferJson(server.url, 'py_errors', mode('value'));
     expect(r.status).toBe(500);
     const text = r.json().error as string;
-    expect(text).toMatch(
-      /^Failed to process the request\(s\) for model instance 'py_errors_0_0', message: ValueError: a helper failed\n\nAt:\n/,
-    );
+    expect(text).toMatch(/^Failed to process the request\(s\) for model 'py_errors_0_0', message: ValueError: a helper failed\n\nAt:\n/);
     expect(text).toMatch(/py_errors\/1\/model\.py\(\d+\): helper\n .*py_errors\/1\/model\.py\(\d+\): execute\n$/);
     const e = await grpc.error('ModelInfer', {
       model_name: 'py_errors',
@@ -142,7 +140,7 @@ describe('Python models in a running server', () => {
     });
     expect(e.code).toBe(status.INTERNAL);
     expect(e.details).toMatch(
-      /^Failed to process the request\(s\) for model instance 'py_errors_0_0', message: TritonModelException: the model raised on purpose/,
+      /^Failed to process the request\(s\) for model 'py_errors_0_0', message: TritonModelException: the model raised on purpose/,
     );
     // A wrong number of responses is the model's fault too.
     const c = await inferJson(server.url, 'py_errors', mode('count'));

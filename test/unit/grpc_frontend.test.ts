@@ -309,7 +309,7 @@ describe('the gRPC front-end over a real core', () => {
       await expectInferError(
         { model_name: 'simple', inputs: [{ name: 'INPUT1', datatype: 'INT32', shape: [1, 16] }], raw_input_contents: [i32(a)] },
         3,
-        "[request id: <id_unknown>] expected 2 inputs but got 1 inputs for model 'simple'. Got inputs ['INPUT1'], but missing required inputs ['INPUT0']. Please provide all required inputs.",
+        "[request id: <id_unknown>] expected 2 inputs but got 1 inputs for model 'simple'. Got input(s) ['INPUT1'], but missing required input(s) ['INPUT0']. Please provide all required input(s).",
       );
     });
 

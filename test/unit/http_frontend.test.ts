@@ -440,8 +440,8 @@ describe('the HTTP front-end over a real core', () => {
       expectError(
         await inferJson(app, 'simple', { inputs: good().slice(0, 1) }),
         400,
-        "[request id: <id_unknown>] expected 2 inputs but got 1 inputs for model 'simple'. Got inputs ['INPUT0'], " +
-          "but missing required inputs ['INPUT1']. Please provide all required inputs.",
+        "[request id: <id_unknown>] expected 2 inputs but got 1 inputs for model 'simple'. Got input(s) ['INPUT0'], " +
+          "but missing required input(s) ['INPUT1']. Please provide all required input(s).",
       );
     });
 

@@ -258,6 +258,18 @@ describe('generate vs generate_stream on decoupled models', () => {
     }
   });
 
+  it("another method than POST is Triton's 405", async () => {
+    const { app } = start();
+    for (const url of ['/v2/models/decoupled_3/generate', '/v2/models/decoupled_3/versions/1/generate_stream']) {
+      const res = await app.inject({ method: 'GET', url });
+      expect([res.statusCode, res.headers['content-type'], res.body], url).toEqual([
+        405,
+        'application/json',
+        '{"error":"Method Not Allowed"}',
+      ]);
+    }
+  });
+
   it('the final flag alone ends the stream without an event', async () => {
     const { app } = start();
     const res = await gen(app, 'decoupled_0', { text_input: 'hi' }, 'generate_stream');

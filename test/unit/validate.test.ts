@@ -115,12 +115,12 @@ describe("Triton's error texts", () => {
 
   it('missing input', () => {
     expect(validationError(request([good()[1]!]), simpleConfig())).toBe(
-      "[request id: <id_unknown>] expected 2 inputs but got 1 inputs for model 'simple'. Got inputs ['INPUT1'], " +
-        "but missing required inputs ['INPUT0']. Please provide all required inputs.",
+      "[request id: <id_unknown>] expected 2 inputs but got 1 inputs for model 'simple'. Got input(s) ['INPUT1'], " +
+        "but missing required input(s) ['INPUT0']. Please provide all required input(s).",
     );
     expect(validationError(request([]), simpleConfig())).toBe(
-      "[request id: <id_unknown>] expected 2 inputs but got 0 inputs for model 'simple'. Got inputs [], " +
-        "but missing required inputs ['INPUT0','INPUT1']. Please provide all required inputs.",
+      "[request id: <id_unknown>] expected 2 inputs but got 0 inputs for model 'simple'. Got input(s) [], " +
+        "but missing required input(s) ['INPUT0','INPUT1']. Please provide all required input(s).",
     );
   });
 
@@ -128,8 +128,8 @@ describe("Triton's error texts", () => {
     const cfg = simpleConfig();
     cfg.input!.push({ name: 'EXTRA', data_type: 'TYPE_INT32', dims: [16], optional: true });
     expect(validationError(request([]), cfg)).toBe(
-      "[request id: <id_unknown>] expected number of inputs between 2 and 3 but got 0 inputs for model 'simple'. Got inputs [], " +
-        "but missing required inputs ['INPUT0','INPUT1']. Please provide all required inputs.",
+      "[request id: <id_unknown>] expected number of inputs between 2 and 3 but got 0 inputs for model 'simple'. Got input(s) [], " +
+        "but missing required input(s) ['INPUT0','INPUT1']. Please provide all required input(s).",
     );
     // Leaving out only the optional one is fine.
     expect(validate(request(good()), cfg).inputs).toHaveLength(2);

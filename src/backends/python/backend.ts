@@ -34,6 +34,7 @@ export function pythonBackend(opts: PythonBackendOptions): Backend<PythonSetting
     name: 'python',
     platforms: [],
     displayName: 'Python',
+    outputsInModelOrder: true,
     defaultModelFilename: 'model.py',
     async readSignature(files) {
       if (!existsSync(files.modelPath)) {

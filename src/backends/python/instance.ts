@@ -29,6 +29,7 @@ import type {
   ExecOutput,
   ExecResult,
   Execution,
+  ExecutionFailure,
   InstanceHost,
   ModelInstance,
   Reservation,
@@ -155,12 +156,16 @@ export class PythonInstance implements ModelInstance {
     return `Stub process '${this.name}' is not healthy.`;
   }
 
-  private failure(message: string): ServalError {
+  /**
+   * A failure of the requests this instance runs. Triton words it in two ways: its stub, for an
+   * exception the model raised (or a decoupled execute's wrong return), "for model '<instance>'";
+   * the backend, for what it finds itself (a stub that died), "for model instance '<instance>'".
+   */
+  private failure(message: string, byStub = false): ServalError {
     // A traceback names model.py by its absolute path: clients see it repository-relative.
     const dir = this.opts.args.model_repository;
     const text = dir ? scrubPaths(message, dir) : message;
-    // Triton's two wordings: a decoupled model's requests fail "for model '<instance>'".
-    const what = this.opts.decoupled ? 'model' : 'model instance';
+    const what = byStub ? 'model' : 'model instance';
     return ServalError.internal(`Failed to process the request(s) for ${what} '${this.name}', message: ${text}`);
   }
 
@@ -341,7 +346,7 @@ export class PythonInstance implements ModelInstance {
     let response: ExecOutput[] | Error | undefined;
     const err = m.err as { msg: string; code: string; raised?: boolean } | undefined;
     // An exception the model raised (an async execute's) is worded as one raised in execute().
-    if (err) response = err.raised ? this.failure(err.msg) : stubError(err);
+    if (err) response = err.raised ? this.failure(err.msg, true) : stubError(err);
     else if (m.outs) response = this.attachedOutputs(m.outs as TensorSpec[], m.bin);
     const params = m.params && typeof m.params === 'object' ? (m.params as Params) : undefined;
     open.channel.send(response, final, params);
@@ -397,7 +402,10 @@ export class PythonInstance implements ModelInstance {
     if (typeof m.fail === 'string') {
       // Its decoupled requests end with this error (the scheduler's), not with the model's later sends.
       for (const rk of running.keys) this.forget(rk);
-      running.reject(this.failure(m.fail));
+      const err: ServalError & ExecutionFailure = this.failure(m.fail, m.stub === true);
+      // execute() ran (and raised, or answered wrongly): an execution all the same.
+      if (m.tinfer !== undefined) err.executed = { computeInputNs: Number(m.tin), computeInferNs: Number(m.tinfer), computeOutputNs: 0 };
+      running.reject(err);
       return;
     }
     if (running.keys.length) {

@@ -165,7 +165,12 @@ class InferStream {
     const named: Named = { id: msg.id ?? '', model: msg.model_name ?? '', version: msg.model_version ?? '' };
     // Triton looks the model's transaction policy up first: a decoupled model's answers (its
     // refusals too) are written as they come, any other request's in request order.
-    const decoupled = this.core.isDecoupled(named.model, named.version);
+    let decoupled = false;
+    try {
+      decoupled = this.core.isDecoupled(named.model, named.version);
+    } catch {
+      // An unknown model: the core refuses the request below, in-band, as any other refusal.
+    }
     const trace = grpcInferTrace(this.core, named.model);
     const replies = decoupled ? this.direct(trace) : this.ordered(trace);
     let done = false;

@@ -4,7 +4,7 @@
 // parameter); each response becomes a flat JSON object (model_name, model_version, each output by
 // name). /generate answers with exactly one such object; /generate_stream sends one Server-Sent
 // Event per response as the model produces it. A thin translation over core.inferStream.
-import { PassThrough } from 'node:stream';
+import { PassThrough, Readable } from 'node:stream';
 import type { FastifyPluginCallback, FastifyReply, FastifyRequest } from 'fastify';
 import type { CoreApi } from '../../core/api.js';
 import { Cancellation } from '../../kernel/cancel.js';
@@ -134,6 +134,8 @@ export const generateRoutes: FastifyPluginCallback<GenerateOptions> = (app, opts
               reply
                 .code(failed ? FIRST_RESPONSE_ERROR_STATUS : 200)
                 .header('content-type', GENERATE_TEXTS.sseContentType)
+                // Chunked even when nothing follows (Node would answer an empty stream with Content-Length: 0).
+                .header('transfer-encoding', 'chunked')
                 .send(events);
               resolve(reply);
             }
@@ -160,8 +162,10 @@ export const generateRoutes: FastifyPluginCallback<GenerateOptions> = (app, opts
           reply
             .code(firstFailed ? FIRST_RESPONSE_ERROR_STATUS : 200)
             .header('content-type', 'application/json')
-            // A Buffer: fastify would add "; charset=utf-8" to a string's type, which Triton does not send.
-            .send(Buffer.from(count === 1 && body !== undefined ? body : errorJson(GENERATE_TEXTS.notOneResponse)));
+            // A stream of one Buffer: chunked, as Triton answers a request the model answered (its
+            // reply starts at the first response); a Buffer, since fastify would add "; charset=utf-8"
+            // to a string's type, which Triton does not send.
+            .send(Readable.from([Buffer.from(count === 1 && body !== undefined ? body : errorJson(GENERATE_TEXTS.notOneResponse))]));
           resolve(reply);
         };
         core.inferStream(
@@ -175,6 +179,18 @@ export const generateRoutes: FastifyPluginCallback<GenerateOptions> = (app, opts
   for (const base of ['/v2/models/:model', '/v2/models/:model/versions/:version']) {
     app.post<{ Params: ModelParams }>(`${base}/generate`, route, handler(false));
     app.post<{ Params: ModelParams }>(`${base}/generate_stream`, route, handler(true));
+    // Another method on these paths is Triton's 405, not a missing route.
+    for (const path of [`${base}/generate`, `${base}/generate_stream`]) {
+      app.route({
+        method: ['GET', 'PUT', 'DELETE', 'PATCH'],
+        url: path,
+        handler: (_req, reply) =>
+          reply
+            .code(405)
+            .header('content-type', 'application/json')
+            .send(Buffer.from(errorJson('Method Not Allowed'))),
+      });
+    }
   }
   done();
 };

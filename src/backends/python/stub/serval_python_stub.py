@@ -437,6 +437,7 @@ class Stub:
             self.execute_decoupled(msg)
             return
         t0 = time.perf_counter_ns()
+        t1 = None
         self.map_to(msg["size"])
         self.from_top = 0
         try:
@@ -454,10 +455,11 @@ class Stub:
             responses = self.responses(result, requests)
             t3 = time.perf_counter_ns()
         except StubError as e:
-            self.chan.send({"t": "done", "seq": msg["seq"], "fail": str(e)})
+            self.chan.send({"t": "done", "seq": msg["seq"], "fail": str(e), **self.ran(t0, t1)})
             return
         except Exception as e:
-            self.chan.send({"t": "done", "seq": msg["seq"], "fail": format_exception(e)})
+            # An exception the model raised: worded as Triton's stub words it (stub: True).
+            self.chan.send({"t": "done", "seq": msg["seq"], "fail": format_exception(e), "stub": True, **self.ran(t0, t1)})
             return
         self.chan.send(
             {
@@ -472,11 +474,19 @@ class Stub:
             }
         )
 
+    @staticmethod
+    def ran(t0, t1):
+        """The durations of an execute() that failed once it had been called (none before)."""
+        if t1 is None:
+            return {}
+        return {"tin": t1 - t0, "tinfer": time.perf_counter_ns() - t1}
+
     def execute_decoupled(self, msg):
         """A decoupled model's execute(): its responses go out through the requests' senders, as
         the model sends them (also from other threads, after execute returned); `done` says only
         that execute() returned, or how it failed."""
         t0 = time.perf_counter_ns()
+        t1 = None
         self.map_to(msg["size"])
         try:
             requests = [self.make_request(r, copy=True) for r in msg["reqs"]]
@@ -494,10 +504,11 @@ class Stub:
                 )
             t2 = time.perf_counter_ns()
         except StubError as e:
-            self.chan.send({"t": "done", "seq": msg["seq"], "fail": str(e)})
+            # Triton's stub finds a decoupled execute's return value wrong itself (stub: True).
+            self.chan.send({"t": "done", "seq": msg["seq"], "fail": str(e), "stub": True, **self.ran(t0, t1)})
             return
         except Exception as e:
-            self.chan.send({"t": "done", "seq": msg["seq"], "fail": format_exception(e)})
+            self.chan.send({"t": "done", "seq": msg["seq"], "fail": format_exception(e), "stub": True, **self.ran(t0, t1)})
             return
         self.chan.send({"t": "done", "seq": msg["seq"], "tin": t1 - t0, "tinfer": t2 - t1, "tout": 0})
 
