@@ -43,7 +43,8 @@ const ADVICE = 'Use --http-max-input-size to increase the limit.';
 
 function expectError(res: Reply, status: number, message: string): void {
   expect(res.statusCode, res.body).toBe(status);
-  expect(res.headers['content-type']).toMatch(/^application\/json/);
+  // Triton's types: text/plain for an infer route's errors, application/json for the rest (no charset).
+  expect(res.headers['content-type']).toMatch(/^(application\/json|text\/plain)$/);
   expect(res.json<{ error: string }>().error).toBe(message);
 }
 

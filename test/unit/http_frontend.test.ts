@@ -37,7 +37,8 @@ const UNKNOWN = (m: string): string => `Request for unknown model: '${m}' is not
 
 function expectError(res: Reply, status: number, message: string | RegExp): void {
   expect(res.statusCode, res.body).toBe(status);
-  expect(res.headers['content-type']).toMatch(/^application\/json/);
+  // Triton's types: text/plain for an infer route's errors, application/json for the rest (no charset).
+  expect(res.headers['content-type']).toMatch(/^(application\/json|text\/plain)$/);
   const err = res.json<{ error: string }>().error;
   if (typeof message === 'string') expect(err).toBe(message);
   else expect(err).toMatch(message);
@@ -632,7 +633,7 @@ describe('the one error path, over a fake CoreApi', () => {
     async (model) => {
       const res = await inferJson(app, model, doc);
       expect(res.statusCode).toBe(500);
-      expect(res.headers['content-type']).toMatch(/^application\/json/);
+      expect(res.headers['content-type']).toBe('text/plain');
       expect(res.json()).toEqual({ error: 'boom' });
       // The front-end decoded the request and handed it to the core.
       expect(core.requests.at(-1)).toMatchObject({ modelName: model, modelVersion: '', id: 'inference-7' });
@@ -708,5 +709,23 @@ describe('metrics', () => {
     expect(text).toContain('nv_inference_request_success{model="fake_model",version="7"} 42\n');
     expect(text).toContain('nv_inference_count{model="fake_model",version="7"} 50\n');
     expect(text).toContain('nv_inference_pending_request_count{model="fake_model",version="7"} 3\n');
+  });
+});
+
+describe("error responses carry Triton's content types", () => {
+  it('text/plain for the infer route, application/json (without a charset) elsewhere', async () => {
+    const t = await startTestCore();
+    const app = buildHttpServer(t.core, capturedLogger().log, { maxInputSize: 1 << 20 });
+    try {
+      const infer = await app.inject({ method: 'POST', url: '/v2/models/unknown/infer', payload: '{}' });
+      expect([infer.statusCode, infer.headers['content-type']]).toEqual([404, 'text/plain']);
+      expect(infer.json()).toEqual({ error: UNKNOWN('unknown') });
+      const config = await app.inject({ method: 'GET', url: '/v2/models/unknown/config' });
+      expect([config.statusCode, config.headers['content-type']]).toEqual([404, 'application/json']);
+      expect(config.json()).toEqual({ error: UNKNOWN('unknown') });
+    } finally {
+      await app.close();
+      await t.close();
+    }
   });
 });

@@ -102,16 +102,19 @@ export function buildHttpServer(core: CoreApi, log: Logger, opts: HttpOptions): 
         error: err.stack ?? err.message,
       });
     }
+    // Triton's types, byte for byte: its infer handler answers errors as text/plain (a JSON body
+    // all the same), every other route as application/json; a Buffer keeps fastify from adding
+    // "; charset=utf-8" (observed on tritonserver 2.51: docs/reference/README.md).
     return reply
       .code(status)
-      .header('content-type', 'application/json')
-      .send(encodeJson({ error: err.message }));
+      .header('content-type', req.url.endsWith('/infer') ? 'text/plain' : 'application/json')
+      .send(Buffer.from(encodeJson({ error: err.message })));
   });
   app.setNotFoundHandler((req, reply) => {
     reply
       .code(404)
       .header('content-type', 'application/json')
-      .send(encodeJson({ error: `no route for ${req.method} ${req.url}` }));
+      .send(Buffer.from(encodeJson({ error: `no route for ${req.method} ${req.url}` })));
   });
 
   // While shutting down, responses close their keep-alive connections so the server can exit
