@@ -4,18 +4,22 @@
 #   1. tools/ci/setup-python.sh   .venv with the official tritonclient + perf_analyzer
 #   2. tools/ci/install-ghz.sh    ghz into .tools/bin
 #   3. pytest test/conformance    official clients vs. a Serval it starts itself
-#   4. tools/perf/run-perf-analyzer.sh   perf_analyzer over gRPC and HTTP
-#   5. tools/ci/run-ghz.sh        bounded ghz ModelInfer load
+#   4. reference                  tools/ci/setup-triton.sh, then pytest test/reference: the real
+#                                 tritonserver 2.51 and Serval side by side (docs/reference/README.md)
+#   5. tools/perf/run-perf-analyzer.sh   perf_analyzer over gRPC and HTTP
+#   6. tools/ci/run-ghz.sh        bounded ghz ModelInfer load
 #
 # Builds nothing: run `npm run build` first (dist/src/cli.js must exist).
-# Exits non-zero if any stage fails. Takes about 3-4 minutes on 2 cores.
+# Exits non-zero if any stage fails (the reference stage too when tritonserver cannot be
+# installed). Takes about 5-6 minutes on 2 cores.
 #
 # Usage: test/conformance/run.sh [--strict] [--quick] [--no-perf] [--no-ghz] [-- PYTEST_ARGS...]
 #   --strict    ignore test/conformance/known_failures.txt (SERVAL_STRICT=1)
 #   --quick     skip the >4 MiB payload tests (-m "not slow") and the load stages
 #   SERVAL_URL_HTTP / SERVAL_URL_GRPC   test an already running server instead
+#   SERVAL_SKIP_REFERENCE=1   skip the reference stage (local runs only; CI runs it)
 #
-# Logs: tmp/conformance/ (server log, junit.xml), tmp/perf/, tmp/ghz/.
+# Logs: tmp/conformance/ (server log, junit*.xml), tmp/reference/, tmp/perf/, tmp/ghz/.
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -37,7 +41,7 @@ while (($#)); do
 done
 
 mkdir -p tmp/conformance
-rm -f tmp/conformance/stage_*.log tmp/conformance/junit.xml
+rm -f tmp/conformance/stage_*.log tmp/conformance/junit*.xml
 declare -A RESULT
 ORDER=()
 stage() { # stage NAME CMD...
@@ -70,6 +74,23 @@ done
 stage pytest .venv/bin/python -m pytest "${TARGET[@]}" \
   --junitxml=tmp/conformance/junit.xml "${PYTEST_EXTRA[@]}"
 
+# The real tritonserver 2.51 and Serval side by side. No skip when tritonserver cannot be
+# installed (PyPI unreachable): the stage fails; SERVAL_SKIP_REFERENCE=1 skips it locally.
+reference() {
+  bash tools/ci/setup-triton.sh || {
+    echo "run.sh: tools/ci/setup-triton.sh failed: the reference stage needs tritonserver 2.51" \
+      "(SERVAL_SKIP_REFERENCE=1 skips it locally)" >&2
+    return 1
+  }
+  .venv/bin/python -m pytest test/reference --junitxml=tmp/conformance/junit-reference.xml
+}
+if [[ "${SERVAL_SKIP_REFERENCE:-}" == 1 ]]; then
+  echo
+  echo "=== conformance: reference skipped (SERVAL_SKIP_REFERENCE=1)"
+else
+  stage reference reference
+fi
+
 if ((RUN_PERF)); then
   stage perf_analyzer bash tools/perf/run-perf-analyzer.sh
 fi
@@ -90,8 +111,7 @@ done
 python3 - <<'EOF' || true
 import re, pathlib, xml.etree.ElementTree as ET
 passed = failed = skipped = 0
-j = pathlib.Path("tmp/conformance/junit.xml")
-if j.exists():
+for j in sorted(pathlib.Path("tmp/conformance").glob("junit*.xml")):
     for s in ET.parse(j).getroot().iter("testsuite"):
         t, f, e, sk = (int(s.get(k, 0)) for k in ("tests", "failures", "errors", "skipped"))
         passed += t - f - e - sk; failed += f + e; skipped += sk

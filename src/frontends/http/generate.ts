@@ -184,11 +184,14 @@ export const generateRoutes: FastifyPluginCallback<GenerateOptions> = (app, opts
       app.route({
         method: ['GET', 'PUT', 'DELETE', 'PATCH'],
         url: path,
-        handler: (_req, reply) =>
-          reply
+        handler: (_req, reply) => {
+          // Triton's status line too: "405 Not Allowed".
+          reply.raw.statusMessage = 'Not Allowed';
+          return reply
             .code(405)
             .header('content-type', 'application/json')
-            .send(Buffer.from(errorJson('Method Not Allowed'))),
+            .send(Buffer.from(errorJson('Method Not Allowed')));
+        },
       });
     }
   }

@@ -124,8 +124,9 @@ export function buildHttpServer(core: CoreApi, log: Logger, opts: HttpOptions): 
     done(null, payload);
   });
 
+  // A Buffer: fastify would add "; charset=utf-8" to a string's type, which Triton does not send.
   const json = (reply: FastifyReply, body: unknown): FastifyReply =>
-    reply.header('content-type', 'application/json').send(encodeJson(body));
+    reply.header('content-type', 'application/json').send(Buffer.from(encodeJson(body)));
 
   app.get('/v2/health/live', (_req, reply) => reply.code(core.isLive() ? 200 : 400).send());
   app.get('/v2/health/ready', (_req, reply) => reply.code(core.isReady() ? 200 : 400).send());
