@@ -600,9 +600,11 @@ export class ModelRepository {
     const entry = this.models.get(name);
     if (!entry) throw ServalError.notFound(`Request for unknown model: '${name}' is not found`);
     if (version === '' || version === '-1') {
-      const ready = [...entry.versions.values()].filter((v) => v.state === 'READY').sort((a, b) => b.version - a.version);
-      if (!ready.length) throw ServalError.notFound(`Request for unknown model: '${name}' has no available versions`);
-      return ready[0]!.loaded!;
+      // The highest ready version, without allocating: this runs for every request, some times over.
+      let best: VersionEntry | undefined;
+      for (const v of entry.versions.values()) if (v.state === 'READY' && (!best || v.version > best.version)) best = v;
+      if (!best) throw ServalError.notFound(`Request for unknown model: '${name}' has no available versions`);
+      return best.loaded!;
     }
     if (!/^\d+$/.test(version)) {
       throw ServalError.invalidArg(`failed to parse model version '${version}' of model '${name}': versions are non-negative integers`);

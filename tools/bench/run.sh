@@ -9,6 +9,9 @@
 #   density   memory and load time for 1 … 500 small models (tools/bench/density.ts)
 #   seeds     the seeds' experiments replayed (tools/bench/seeds.ts)
 #   latency   the latency-budget batcher vs fixed queue delays under Poisson load (tools/bench/latency_budget.ts)
+#   decoupled streaming decoupled Python models, Serval vs tritonserver 2.51 (its venv made by
+#             tools/ci/setup-triton.sh), and the one-response path before / after the decoupled
+#             work (a baseline build in a git worktree under /tmp) (tools/bench/decoupled.ts)
 #
 #   npm run bench                                    # every section, full
 #   bash tools/bench/run.sh --quick                  # every section, short
@@ -30,7 +33,7 @@ if [[ ! -x "$PA" ]]; then
   exit 1
 fi
 
-SECTIONS="core,peers,density,seeds,latency"
+SECTIONS="core,peers,density,seeds,latency,decoupled"
 COMMON=()
 CORE=()
 while [[ $# -gt 0 ]]; do
@@ -49,7 +52,8 @@ script_of() {
     density) echo dist/tools/bench/density.js ;;
     seeds) echo dist/tools/bench/seeds.js ;;
     latency) echo dist/tools/bench/latency_budget.js ;;
-    *) echo "bench: unknown section '$1' (core, peers, density, seeds, latency)" >&2; return 1 ;;
+    decoupled) echo dist/tools/bench/decoupled.js ;;
+    *) echo "bench: unknown section '$1' (core, peers, density, seeds, latency, decoupled)" >&2; return 1 ;;
   esac
 }
 
