@@ -85,6 +85,41 @@ function neededSteps(steps: readonly EnsembleStep[], wanted: readonly string[]):
 }
 
 /**
+ * Step `index`'s request to its model, with the ensemble tensors `tensor` gives (null or absent:
+ * an optional input the request left out, so left out here too) in the shapes its model takes,
+ * and a cancellation of its own (already cancelled when the ensemble request is). Its outputs are
+ * of its batch size, as Triton records it when the step starts.
+ */
+function stepRequest(
+  g: Pick<GraphRun, 'steps' | 'models' | 'requestId' | 'parameters' | 'cancellation'>,
+  index: number,
+  tensor: (name: string) => EnsembleTensor | null | undefined,
+): { req: InferRequest; cancellation: Cancellation; batchSize: number } {
+  const step = g.steps[index]!;
+  const model = g.models[index]!;
+  const batching = model.maxBatchSize > 0;
+  const inputs: InferInputTensor[] = [];
+  for (const [name, ensembleName] of step.inputMap) {
+    const t = tensor(ensembleName);
+    if (!t) continue;
+    const dims = model.inputByName.get(name)?.dims ?? [];
+    inputs.push({ name, datatype: t.datatype, shape: stepShape(dims, batching, t.batchSize, t.shape), data: t.data });
+  }
+  const cancellation = new Cancellation();
+  if (g.cancellation?.cancelled) cancellation.cancel();
+  const req: InferRequest = {
+    modelName: step.modelName,
+    modelVersion: stepVersion(step),
+    id: g.requestId,
+    inputs,
+    outputs: step.outputMap.map(([name]) => ({ name })),
+    parameters: g.parameters,
+    cancellation,
+  };
+  return { req, cancellation, batchSize: batching ? (inputs[0]?.shape[0] ?? 0) : 0 };
+}
+
+/**
  * Runs an ensemble's steps for one request and resolves with every ensemble tensor (null where a
  * step left an output out). Rejects with the first step's error, bare (the caller names the
  * ensemble), once no step is in flight.
@@ -124,29 +159,8 @@ export function runEnsembleGraph(g: GraphRun): Promise<Map<string, EnsembleTenso
     };
     const launch = (i: number): void => {
       started.add(i);
-      const step = g.steps[i]!;
-      const model = g.models[i]!;
-      const batching = model.maxBatchSize > 0;
-      const inputs: InferInputTensor[] = [];
-      for (const [name, tensor] of step.inputMap) {
-        const t = tensors.get(tensor);
-        if (!t) continue; // an optional input the request left out: the model's must be optional too
-        const dims = model.inputByName.get(name)?.dims ?? [];
-        inputs.push({ name, datatype: t.datatype, shape: stepShape(dims, batching, t.batchSize, t.shape), data: t.data });
-      }
-      const batchSize = batching ? (inputs[0]?.shape[0] ?? 0) : 0;
-      const cancellation = new Cancellation();
-      if (g.cancellation?.cancelled) cancellation.cancel();
+      const { req, cancellation, batchSize } = stepRequest(g, i, (t) => tensors.get(t));
       inflight.add(cancellation);
-      const req: InferRequest = {
-        modelName: step.modelName,
-        modelVersion: stepVersion(step),
-        id: g.requestId,
-        inputs,
-        outputs: step.outputMap.map(([name]) => ({ name })),
-        parameters: g.parameters,
-        cancellation,
-      };
       let call: Promise<InferResponse>;
       try {
         call = g.call(i, req);
@@ -157,7 +171,7 @@ export function runEnsembleGraph(g: GraphRun): Promise<Map<string, EnsembleTenso
         (res) => {
           inflight.delete(cancellation);
           if (!failure && !finished) {
-            for (const [output, tensor] of step.outputMap) {
+            for (const [output, tensor] of g.steps[i]!.outputMap) {
               const out = res.outputs.find((o) => o.name === output);
               tensors.set(tensor, out ? { datatype: out.datatype, shape: out.shape, data: out.data, batchSize } : null);
             }
@@ -295,31 +309,9 @@ export function streamEnsembleGraph(g: StreamGraphRun): void {
     // Triton starts them in step order, then iteration order.
     ready.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
     return ready.map(([index, iteration]) => {
-      const step = g.steps[index]!;
-      const model = g.models[index]!;
-      const batching = model.maxBatchSize > 0;
       const taken = new Map<string, EnsembleTensor | null>();
-      for (const [, t] of step.inputMap) if (!taken.has(t)) taken.set(t, take(t, iteration));
-      const inputs: InferInputTensor[] = [];
-      for (const [name, tensor] of step.inputMap) {
-        const t = taken.get(tensor);
-        if (!t) continue; // an optional input the request left out: the model's must be optional too
-        const dims = model.inputByName.get(name)?.dims ?? [];
-        inputs.push({ name, datatype: t.datatype, shape: stepShape(dims, batching, t.batchSize, t.shape), data: t.data });
-      }
-      const cancellation = new Cancellation();
-      if (g.cancellation?.cancelled) cancellation.cancel();
-      const req: InferRequest = {
-        modelName: step.modelName,
-        modelVersion: stepVersion(step),
-        id: g.requestId,
-        inputs,
-        outputs: step.outputMap.map(([name]) => ({ name })),
-        parameters: g.parameters,
-        cancellation,
-      };
-      // Its outputs are of the request's batch size (Triton records it as the step starts).
-      return { index, req, cancellation, batchSize: batching ? (inputs[0]?.shape[0] ?? 0) : 0 };
+      for (const [, t] of g.steps[index]!.inputMap) if (!taken.has(t)) taken.set(t, take(t, iteration));
+      return { index, ...stepRequest(g, index, (t) => taken.get(t)) };
     });
   };
 
