@@ -4,6 +4,7 @@ import { fromTritonConfigJson } from '../config/config_json.js';
 import type { ModelConfig } from '../config/types.js';
 import { asServalError, ServalError } from '../kernel/errors.js';
 import { LogControl, type LogSettingsJson, type LogSettingsUpdate } from '../kernel/log.js';
+import { answerOnce } from '../kernel/sink.js';
 import type { RequestTrace } from '../kernel/trace.js';
 import type { IndexRow, InferRequest, InferResponse, ModelMetadata, ResponseSink, ServerMetadata } from '../kernel/types.js';
 import type { LoadedVersion } from '../model/loaded_version.js';
@@ -172,10 +173,7 @@ export class InferenceCore implements CoreApi {
       return;
     }
     if (!version.decoupled) {
-      this.infer(req).then(
-        (res) => sink.response(res, true),
-        (e: unknown) => sink.error(asServalError(e), true),
-      );
+      answerOnce(this.infer(req), sink);
       return;
     }
     const requestStartNs = process.hrtime.bigint();

@@ -27,6 +27,7 @@ import type { ModelConfig } from '../config/types.js';
 import { Cancellation } from '../kernel/cancel.js';
 import type { DataType } from '../kernel/datatypes.js';
 import { asServalError, ServalError } from '../kernel/errors.js';
+import { answerOnce } from '../kernel/sink.js';
 import type { InferInputTensor, InferOutputTensor, InferRequest, InferResponse, Params, ResponseSink } from '../kernel/types.js';
 import { ModelStats, type RequestTiming } from '../stats/model_stats.js';
 import { throughCache } from './cache_path.js';
@@ -653,10 +654,7 @@ export class EnsembleVersion implements LoadedVersion {
    */
   stream(req: InferRequest, requestStartNs: bigint, sink: ResponseSink, secondaryStats?: ModelStats): void {
     if (!this.current.decoupled) {
-      this.infer(req, requestStartNs, secondaryStats).then(
-        (res) => sink.response(res, true),
-        (e: unknown) => sink.error(asServalError(e), true),
-      );
+      answerOnce(this.infer(req, requestStartNs, secondaryStats), sink);
       return;
     }
     if (this.closed) throw ServalError.unavailable('model is being unloaded');

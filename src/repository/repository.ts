@@ -11,6 +11,7 @@ import type { ModelConfig } from '../config/types.js';
 import { validateIo, validateModelConfig } from '../config/validate_config.js';
 import { asServalError, ServalError } from '../kernel/errors.js';
 import type { Logger } from '../kernel/log.js';
+import { answerOnce } from '../kernel/sink.js';
 import type { IndexRow, ModelState } from '../kernel/types.js';
 import { EnsembleVersion } from '../model/ensemble.js';
 import type { LoadedVersion, VersionLookup } from '../model/loaded_version.js';
@@ -156,11 +157,7 @@ export class ModelRepository {
       try {
         const version = this.get(req.modelName, req.modelVersion);
         if (version.decoupled) version.stream(req, process.hrtime.bigint(), sink);
-        else
-          version.infer(req, process.hrtime.bigint()).then(
-            (r) => sink.response(r, true),
-            (e: unknown) => sink.error(asServalError(e), true),
-          );
+        else answerOnce(version.infer(req, process.hrtime.bigint()), sink);
       } catch (e) {
         sink.error(asServalError(e), true);
       }

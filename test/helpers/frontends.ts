@@ -3,8 +3,9 @@
 // tensors.ts, the binary tensor extension in http.ts, the gRPC client in grpc.ts.
 import type { CoreApi, SystemSharedMemoryStatus } from '../../src/core/api.js';
 import type { DataType } from '../../src/kernel/datatypes.js';
-import { asServalError, ServalError } from '../../src/kernel/errors.js';
+import { ServalError } from '../../src/kernel/errors.js';
 import { createLogger, type Logger, type LogSettingsJson, type LogSettingsUpdate } from '../../src/kernel/log.js';
+import { answerOnce } from '../../src/kernel/sink.js';
 import type { RequestTrace } from '../../src/kernel/trace.js';
 import type { InferRequest, InferResponse, ResponseSink } from '../../src/kernel/types.js';
 import type { TraceSettingsJson, TraceSettingsUpdate } from '../../src/trace/settings.js';
@@ -114,10 +115,7 @@ export function fakeCore(): CoreApi & {
       const m = /^decoupled_(\d+|fail)$/.exec(req.modelName);
       if (!m) {
         requests.pop();
-        this.infer(req).then(
-          (r) => sink.response(r, true),
-          (e: unknown) => sink.error(asServalError(e), true),
-        );
+        answerOnce(this.infer(req), sink);
         return;
       }
       const response = (): InferResponse => ({
