@@ -15,7 +15,8 @@ FROM ${NODE_IMAGE} AS build
 ARG NPM_CONFIG_OFFLINE
 WORKDIR /src
 COPY package.json package-lock.json .npmrc ./
-RUN npm ci --no-audit --no-fund
+# The image's npm may predate package.json's allowScripts; the installer's own switch keeps it offline.
+RUN ONNXRUNTIME_NODE_INSTALL=skip npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.client.json ./
 COPY proto ./proto
 COPY src ./src
@@ -27,8 +28,8 @@ ARG NPM_CONFIG_OFFLINE
 ENV NODE_ENV=production
 WORKDIR /opt/serval
 COPY package.json package-lock.json .npmrc ./
-# The CPU binaries of onnxruntime-node ship in its npm package; .npmrc skips the GPU download.
-RUN npm ci --omit=dev --no-audit --no-fund \
+# The CPU binaries of onnxruntime-node ship in its npm package; the GPU download is skipped.
+RUN ONNXRUNTIME_NODE_INSTALL=skip npm ci --omit=dev --no-audit --no-fund \
  && npm cache clean --force
 COPY --from=build /src/dist/src ./dist/src
 COPY proto ./proto

@@ -107,7 +107,7 @@ function placeNormalized(modelName: string, groups: ModelInstanceGroup[], env: D
       throw ServalError.unavailable(
         `instance group '${groupName}' of model '${modelName}' has kind KIND_GPU, but ONNX Runtime's CUDA execution provider ` +
           `is not installed (${env.cudaProviderPath} is missing); install onnxruntime-node with its CUDA binaries ` +
-          `(npm config onnxruntime-node-install=cuda12, see README "GPU deployment")`,
+          `(ONNXRUNTIME_NODE_INSTALL=cuda12 node node_modules/onnxruntime-node/script/install.js, see README "GPU deployment")`,
       );
     }
     const devices = g.gpus?.length ? g.gpus : env.gpus;
