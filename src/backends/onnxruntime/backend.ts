@@ -17,7 +17,16 @@ export function createOnnxRuntimeBackend(sharing: SharingSettings = defaultShari
   return {
     ...onnxRuntimeBackend,
     startInstance: (placement, settings, files) =>
-      OrtInstance.start(placement, { ...settings, modelPath: path.resolve(files.modelPath), cudaDeviceId: placement.deviceId }, pool),
+      OrtInstance.start(
+        placement,
+        {
+          ...settings,
+          modelPath: path.resolve(files.modelPath),
+          modelName: path.basename(files.modelDir),
+          cudaDeviceId: placement.deviceId,
+        },
+        pool,
+      ),
   };
 }
 
@@ -33,5 +42,10 @@ export const onnxRuntimeBackend: Backend<OrtSettings> = {
   utf8BytesOnly: true,
   placeInstances: (config) => placeModel(config),
   startInstance: (placement, settings, files) =>
-    OrtInstance.start(placement, { ...settings, modelPath: path.resolve(files.modelPath), cudaDeviceId: placement.deviceId }),
+    OrtInstance.start(placement, {
+      ...settings,
+      modelPath: path.resolve(files.modelPath),
+      modelName: path.basename(files.modelDir),
+      cudaDeviceId: placement.deviceId,
+    }),
 };

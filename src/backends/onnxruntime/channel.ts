@@ -42,6 +42,8 @@ export const OP_WITHDRAWN = 4;
 export const STATUS_OK = 0;
 export const STATUS_ERROR = 1;
 export const STATUS_WITHDRAWN = 2;
+/** The run failed because of the request's data (client_faults.ts); the error text says why. */
+export const STATUS_INVALID = 3;
 /** The sender posted a new arena on the port before this command / reply. */
 export const FLAG_NEW_ARENA = 1;
 /** The worker posted this execution's outputs on the port (each tensor's offset is into its own buffer). */

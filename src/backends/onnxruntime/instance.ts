@@ -23,6 +23,7 @@ import {
   REQ_SEQ,
   SLOTS,
   STATUS,
+  STATUS_INVALID,
   STATUS_OK,
   STATUS_WITHDRAWN,
   whenChanged,
@@ -485,6 +486,10 @@ export class OrtInstance implements ModelInstance {
     const status = Atomics.load(words, STATUS);
     if (status === STATUS_WITHDRAWN) {
       p.reject(ServalError.cancelled('execution withdrawn before it started'));
+      return;
+    }
+    if (status === STATUS_INVALID) {
+      p.reject(ServalError.invalidArg(control.readError()));
       return;
     }
     if (status !== STATUS_OK) {

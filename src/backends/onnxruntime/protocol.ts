@@ -6,6 +6,8 @@ import type { OrtSettings } from './placement.js';
 
 export interface SessionSettings extends OrtSettings {
   modelPath: string;
+  /** The model's name, for error texts (else its folder, from modelPath). */
+  modelName?: string;
   /** -1 for CPU, else the CUDA device id. */
   cudaDeviceId: number;
 }

@@ -27,10 +27,12 @@ import {
   SLOTS,
   STATUS,
   STATUS_ERROR,
+  STATUS_INVALID,
   STATUS_OK,
   STATUS_WITHDRAWN,
   type TensorDesc,
 } from './channel.js';
+import { stringFaultText } from './client_faults.js';
 import { type DeclaredDim, knownDims } from './output_shapes.js';
 import type { ArenaMessage, FromWorker, ToWorker, WorkerData } from './protocol.js';
 import { sessionSignature } from './session_signature.js';
@@ -41,7 +43,7 @@ const bell = new Int32Array(data.bell);
 /** One session hosted here, with its channel (channel.ts). */
 interface Hosted {
   id: number;
-  /** The model's name (its directory), for the kill hook. */
+  /** The model's name (its directory), for error texts and the kill hook. */
   model: string;
   session: ort.InferenceSession;
   controls: Control[];
@@ -55,7 +57,19 @@ interface Hosted {
   inputShapes: (readonly DeclaredDim[] | undefined)[];
   /** Each output's type and declared shape (undefined: not a tensor). */
   outputTypes: ({ type: string; shape: readonly DeclaredDim[] } | undefined)[];
+  /** Run options: quiet for a model with string inputs (QUIET_RUN), else none. */
+  runOptions: ort.InferenceSession.RunOptions | undefined;
 }
+
+/**
+ * ONNX Runtime prints an error line of its own for every failed run. A model with string inputs
+ * fails on the client's data (a Cast of a non-number), which is answered 400 and is no fault to
+ * log; every other failure is logged by the server itself, with the request id.
+ */
+const QUIET_RUN: ort.InferenceSession.RunOptions = { logSeverityLevel: 4 };
+
+/** A failed run that the request's data caused (client_faults.ts): answered INVALID_ARGUMENT. */
+class ClientFault extends Error {}
 
 /** By id, in the order opened: the scan order of the loop in main(). */
 const hosted = new Map<number, Hosted>();
@@ -238,7 +252,7 @@ async function run(
 ): Promise<ort.InferenceSession.ReturnType> {
   if (given) {
     try {
-      const got = await h.session.run(feeds, given);
+      const got = await h.session.run(feeds, given, h.runOptions);
       // onnxruntime-node (1.30) also returns a copy of each output it wrote into our memory:
       // ours is the output, the copy goes at once.
       for (const n of names) {
@@ -251,7 +265,17 @@ async function run(
       if (!/OrtValue provided for output/.test(String((e as Error).message))) throw e;
     }
   }
-  return h.session.run(feeds, names);
+  return h.session.run(feeds, names, h.runOptions);
+}
+
+/** A run's failure as the client's fault when its BYTES data caused it (client_faults.ts). */
+function explain(e: unknown, h: Hosted, feeds: Record<string, ort.Tensor>): unknown {
+  if (!(e instanceof Error)) return e;
+  const strings = Object.entries(feeds)
+    .filter(([, t]) => t.type === 'string')
+    .map(([name, t]) => ({ name, strings: t.data as string[] }));
+  const text = stringFaultText(e.message, strings, h.model);
+  return text ? new ClientFault(text) : e;
 }
 
 async function exec(h: Hosted, slot: number, cmd: ExecCommand): Promise<void> {
@@ -264,7 +288,12 @@ async function exec(h: Hosted, slot: number, cmd: ExecCommand): Promise<void> {
     const names = cmd.outputs.map((i) => session.outputNames[i]!);
     const given = own ? preallocate(h, cmd, names) : undefined;
     const t1 = process.hrtime.bigint();
-    const fetched = await run(h, feeds, names, given);
+    let fetched: ort.InferenceSession.ReturnType;
+    try {
+      fetched = await run(h, feeds, names, given);
+    } catch (e) {
+      throw explain(e, h, feeds);
+    }
     const t2 = process.hrtime.bigint();
     const outputs = placeOutputs(h, slot, names, fetched, cmd.outputs);
     const t3 = process.hrtime.bigint();
@@ -300,7 +329,7 @@ async function open(msg: Extract<ToWorker, { type: 'open' }>): Promise<void> {
   }
   hosted.set(msg.id, {
     id: msg.id,
-    model: path.basename(path.dirname(path.dirname(settings.modelPath))),
+    model: settings.modelName ?? path.basename(path.dirname(path.dirname(settings.modelPath))),
     session,
     controls: Control.slots(SLOTS, msg.controls),
     arenas: [...msg.arenas],
@@ -309,6 +338,7 @@ async function open(msg: Extract<ToWorker, { type: 'open' }>): Promise<void> {
     next: 1,
     inputShapes: session.inputMetadata.map((m) => (m.isTensor ? m.shape : undefined)),
     outputTypes: session.outputMetadata.map((m) => (m.isTensor ? { type: m.type, shape: m.shape } : undefined)),
+    runOptions: session.inputMetadata.some((m) => m.isTensor && m.type === 'string') ? QUIET_RUN : undefined,
   });
   post({
     type: 'ready',
@@ -342,7 +372,7 @@ async function step(h: Hosted): Promise<void> {
       Atomics.store(words, STATUS, STATUS_OK);
     } catch (e) {
       control.writeError(e instanceof Error ? e.message : String(e));
-      Atomics.store(words, STATUS, STATUS_ERROR);
+      Atomics.store(words, STATUS, e instanceof ClientFault ? STATUS_INVALID : STATUS_ERROR);
     }
   }
   // The main thread keeps a large arena as the outputs and sends a small one for the slot's
