@@ -56,6 +56,18 @@ export interface ServerOptions {
   responseCacheByteSize?: number;
   /** The in-flight byte budget (kernel/byte_budget.ts); undefined = a quarter of the memory limit, 0 = none. */
   maxInflightBytes?: number;
+  /** Instances one model's load may start (repository/instance_limit.ts); undefined = the default, 0 = no limit. */
+  modelInstanceLimit?: number;
+  /** Instances of all loaded models together; undefined = the default, 0 = no limit. */
+  serverInstanceLimit?: number;
+  /** An HTTP request body with no data for this long is refused with 408 (0 = no limit). */
+  httpBodyIdleTimeoutSecs: number;
+  /** An HTTP request body not complete after this long is refused with 408 (0 = no limit). */
+  httpBodyTimeoutSecs: number;
+  /** A gRPC request message not complete this long after its first byte ends its stream (0 = no limit). */
+  grpcMessageReceiveTimeoutSecs: number;
+  /** A gRPC request message with no data for this long ends its stream (0 = no limit). */
+  grpcMessageIdleTimeoutSecs: number;
 }
 
 export const DEFAULTS: ServerOptions = {
@@ -95,6 +107,14 @@ export const DEFAULTS: ServerOptions = {
   backendConfig: [],
   cacheConfig: [],
   metricsConfig: [],
+  // An idle minute is a stall, not a slow network (the same as the header timeout); 15 minutes
+  // carry the default 64 MiB --http-max-input-size over a 1 Mbit/s link (about 9 minutes).
+  httpBodyIdleTimeoutSecs: 60,
+  httpBodyTimeoutSecs: 900,
+  // As for HTTP: an idle minute inside a message is a stall; 15 minutes carry a 64 MiB message
+  // over a 1 Mbit/s link (about 9 minutes). A stream idle between messages is never timed.
+  grpcMessageReceiveTimeoutSecs: 900,
+  grpcMessageIdleTimeoutSecs: 60,
 };
 
 type Kind = 'string' | 'list' | 'int' | 'bool' | 'mode';
@@ -138,6 +158,12 @@ const FLAGS: Record<string, [keyof ServerOptions, Kind]> = {
   'metrics-config': ['metricsConfig', 'list'],
   'response-cache-byte-size': ['responseCacheByteSize', 'int'],
   'max-inflight-bytes': ['maxInflightBytes', 'int'],
+  'model-instance-limit': ['modelInstanceLimit', 'int'],
+  'server-instance-limit': ['serverInstanceLimit', 'int'],
+  'http-body-idle-timeout-secs': ['httpBodyIdleTimeoutSecs', 'int'],
+  'http-body-timeout-secs': ['httpBodyTimeoutSecs', 'int'],
+  'grpc-message-receive-timeout-secs': ['grpcMessageReceiveTimeoutSecs', 'int'],
+  'grpc-message-idle-timeout-secs': ['grpcMessageIdleTimeoutSecs', 'int'],
 };
 
 export class UsageError extends Error {}
@@ -306,9 +332,23 @@ export const USAGE = `Usage: serval --model-repository PATH [options]
   --allow-gpu-metrics BOOL   accepted; Serval reports no GPU metrics
   --metrics-interval-ms N    how often the per-interval (CPU) metrics are sampled (default 2000)
   --http-max-input-size N    largest accepted HTTP request body in bytes (default 67108864)
+  --http-body-idle-timeout-secs N   an HTTP request body that sends nothing for N s is refused
+                             with 408 and its connection closed (default 60; 0 = no limit)
+  --http-body-timeout-secs N an HTTP request body not complete after N s is refused the same
+                             way (default 900; 0 = no limit)
+  --grpc-message-receive-timeout-secs N   a gRPC request message not complete N s after its
+                             first byte ends its stream with DEADLINE_EXCEEDED (default 900;
+                             0 = no limit)
+  --grpc-message-idle-timeout-secs N   the same for a message that sends nothing for N s
+                             (default 60; 0 = no limit; a stream idle between messages stays open)
   --max-inflight-bytes N     request payload bytes admitted at once over HTTP and gRPC; more is
                              refused with 503 / UNAVAILABLE "Server busy" (default a quarter of
                              the machine's or cgroup's memory; 0 = no budget)
+  --model-instance-limit N   a model whose load would start more than N instances (all its
+                             versions together) is refused with 400 before any starts (default
+                             4 per core, at least 16; 0 = no limit)
+  --server-instance-limit N  a load that would bring the loaded models' instances above N is
+                             refused the same way (default 1024; 0 = no limit)
   --log-verbose N            verbose (debug) lines from 1 (default 0)
   --log-info BOOL            info lines (default true)   --log-warning BOOL   --log-error BOOL
   --log-format FORMAT        default (logfmt with time= and level=) or ISO8601 (Triton's

@@ -16,6 +16,7 @@ import type { LogControl, Logger } from './kernel/log.js';
 import { projectRoot } from './kernel/paths.js';
 import type { IndexRow } from './kernel/types.js';
 import { parseMetricsConfig, type ServerOptions } from './options.js';
+import { defaultInstanceLimits } from './repository/instance_limit.js';
 import { ModelRepository } from './repository/repository.js';
 import { parseTraceConfig } from './trace/config.js';
 import { TraceManager } from './trace/trace_manager.js';
@@ -86,6 +87,10 @@ export async function startServer(
     autoComplete: !(opts.strictModelConfig || opts.disableAutoCompleteConfig),
     backends,
     ...(cache && { responseCache: new ResponseCache(cache.size) }),
+    instanceLimits: {
+      model: opts.modelInstanceLimit ?? defaultInstanceLimits().model,
+      server: opts.serverInstanceLimit ?? defaultInstanceLimits().server,
+    },
   });
   await repository.loadAll();
   const tracer = new TraceManager({ ...parseTraceConfig(opts.traceConfig), log });
@@ -120,6 +125,7 @@ export async function startServer(
       const g = await startGrpcServer(core, log, opts.grpcAddress, opts.grpcPort, {
         restrictions: parseRestrictions(opts.grpcRestrictedProtocol, 'grpc-restricted-protocol'),
         budget,
+        limits: { messageMs: opts.grpcMessageReceiveTimeoutSecs * 1000, idleMs: opts.grpcMessageIdleTimeoutSecs * 1000 },
       });
       grpcServer = g;
       running.grpcPort = g.port;
@@ -132,6 +138,7 @@ export async function startServer(
         restrictions: parseRestrictions(opts.httpRestrictedApi, 'http-restricted-api'),
         dashboard: opts.allowDashboard,
         budget,
+        bodyTimeouts: { idleMs: opts.httpBodyIdleTimeoutSecs * 1000, totalMs: opts.httpBodyTimeoutSecs * 1000 },
       });
       await http.listen({ port: opts.httpPort, host: opts.httpAddress });
       const addr = http.server.address();

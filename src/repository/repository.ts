@@ -17,6 +17,7 @@ import { EnsembleVersion } from '../model/ensemble.js';
 import type { LoadedVersion, VersionLookup } from '../model/loaded_version.js';
 import { type LoadOptions, ModelVersion } from '../model/model_version.js';
 import { checkDependencies, circularDependency, type DependencyState, dependenciesOf } from './dependencies.js';
+import { checkInstanceLimits, type InstanceLimits } from './instance_limit.js';
 
 export interface VersionEntry {
   version: number;
@@ -102,6 +103,8 @@ export interface RepositoryOptions {
   backends: BackendRegistry;
   /** The server's response cache (--cache-config), handed to every model version it loads. */
   responseCache?: LoadOptions['responseCache'];
+  /** Bounds on the instances a load starts (instance_limit.ts); absent: none. */
+  instanceLimits?: InstanceLimits;
 }
 
 /** A model folder name that cannot leave the repository (no separators, no dot names). */
@@ -331,6 +334,15 @@ export class ModelRepository {
       this.recordFailure(name, dir, reason, old, [], print);
       throw ServalError.invalidArg(reason);
     }
+    // Before anything starts: a count the machine cannot carry is refused like a config error.
+    if (this.options.instanceLimits && !isEnsembleConfig(config)) {
+      try {
+        checkInstanceLimits(name, config, wanted.length, this.instancesBesides(name), this.options.instanceLimits);
+      } catch (e) {
+        this.recordFailure(name, dir, (e as Error).message, old, wanted, print);
+        throw e;
+      }
+    }
     // A first load shows LOADING; a reload keeps the serving entry visible meanwhile.
     if (!old || !hasLoaded(old)) {
       const entry: ModelEntry = { name, dir, reason: '', versions: new Map(), fingerprint: print };
@@ -452,6 +464,16 @@ export class ModelRepository {
     const config = entry?.config ?? this.ensembles.get(name)?.config;
     const failed = [...(entry?.versions.values() ?? [])].find((v) => v.reason && v.reason !== 'unloaded');
     return { name, config, ready: this.readyVersions(name), reason: entry?.reason || failed?.reason || '' };
+  }
+
+  /** The instances of every loaded version of the models other than `name`. */
+  private instancesBesides(name: string): number {
+    let n = 0;
+    for (const [m, entry] of this.models) {
+      if (m === name) continue;
+      for (const v of entry.versions.values()) n += v.loaded?.config.instances.length ?? 0;
+    }
+    return n;
   }
 
   private recordFailure(name: string, dir: string, reason: string, old: ModelEntry | undefined, versions: number[] = [], print = ''): void {

@@ -4,6 +4,8 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { CLI, ROOT } from './paths.js';
 
 export interface ServerHandle {
+  /** The server process's id (its memory is in /proc/PID/status). */
+  pid: number;
   httpPort: number;
   grpcPort: number | undefined;
   /** http://127.0.0.1:PORT */
@@ -119,6 +121,7 @@ export async function startServer(repos: string | string[], extra: string[] = []
 
   let stopping: Promise<number | null> | undefined;
   return {
+    pid: p.child.pid!,
     httpPort,
     grpcPort,
     url,

@@ -110,6 +110,22 @@ describe('flags', () => {
     expect(usageError(['--strict-readiness=maybe'])).toBe("--strict-readiness expects true or false, got 'maybe'");
   });
 
+  it('HTTP body timeouts: defaults that carry 64 MiB over about 1 Mbit/s, flags and the settings file, 0 = none', () => {
+    const o = parseArgs([]);
+    expect([o.httpBodyIdleTimeoutSecs, o.httpBodyTimeoutSecs]).toEqual([60, 900]);
+    expect((o.httpMaxInputSize * 8) / 1e6).toBeLessThan(o.httpBodyTimeoutSecs);
+    const f = settings('http-body-idle-timeout-secs: 5\nhttp-body-timeout-secs: 30\n');
+    expect(parseArgs(['--config-file', f])).toMatchObject({ httpBodyIdleTimeoutSecs: 5, httpBodyTimeoutSecs: 30 });
+    expect(parseArgs(['--config-file', f, '--http-body-timeout-secs=0'])).toMatchObject({
+      httpBodyIdleTimeoutSecs: 5,
+      httpBodyTimeoutSecs: 0,
+    });
+    expect(usageError(['--http-body-idle-timeout-secs', '-1'])).toBe(
+      "--http-body-idle-timeout-secs expects a non-negative integer, got '-1'",
+    );
+    expect(usageError(['--http-body-timeout-secs', '1.5'])).toBe("--http-body-timeout-secs expects a non-negative integer, got '1.5'");
+  });
+
   it('--metrics-config: histogram_latencies switches the latency histograms; other settings are refused by name', () => {
     expect(parseMetricsConfig(parseArgs([]).metricsConfig)).toEqual({ histogramLatencies: false });
     const on = parseArgs(['--metrics-config', 'histogram_latencies=true']);

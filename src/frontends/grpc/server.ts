@@ -22,6 +22,7 @@ import type { RepositoryModelLoadRequest__Output } from './generated/inference/R
 import type { RepositoryModelUnloadRequest__Output } from './generated/inference/RepositoryModelUnloadRequest.js';
 import { readInferRequest, type WireInferRequest, writeInferResponse } from './infer_wire.js';
 import { loadProtos } from './proto.js';
+import type { ReceiveLimits } from './receive_timeout.js';
 import { sharedMemoryHandlers } from './shared_memory.js';
 import { streamInfer } from './stream.js';
 import { traceLoggingHandlers } from './trace_logging.js';
@@ -109,7 +110,8 @@ export async function startGrpcServer(
   log: Logger,
   host: string,
   port: number,
-  opts: { restrictions?: Restrictions; budget?: ByteBudget } = {},
+  /** `limits`: per-message receive limits (receive_timeout.ts); none when absent. */
+  opts: { restrictions?: Restrictions; budget?: ByteBudget; limits?: ReceiveLimits } = {},
 ): Promise<GrpcServer> {
   const unary = unaryWith(log);
   const streams = streamInfer(core, log, opts.budget);
@@ -160,6 +162,7 @@ export async function startGrpcServer(
     maxMessage: MAX_MESSAGE,
     refusal: grpcRefusal(opts.restrictions, 'ModelInfer'),
     budget: opts.budget,
+    limits: opts.limits,
   });
 
   addService(pkg.grpc.health.v1.Health.service, {

@@ -4,8 +4,9 @@
 // front; here the message is copied into one allocation as it arrives (and handed to the core as
 // the request's own memory), and the response goes out in parts, large raw outputs as their own
 // bytes. Only uncompressed calls with a well-formed deadline are taken: every other stream (other
-// methods, ModelStreamInfer, compressed messages, anything unusual) goes to grpc-js unchanged,
-// which serves a compressed ModelInfer through the same `modelInfer`. Statuses, texts, headers and
+// methods, ModelStreamInfer, compressed messages, anything unusual) goes to grpc-js (its messages
+// gathered and timed by receive_timeout.ts), which serves a compressed ModelInfer through the same
+// `modelInfer`. Statuses, texts, headers and
 // trailers are grpc-js' (server-interceptors.js), so a client cannot tell the two paths apart.
 import type { IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
 import * as grpc from '@grpc/grpc-js';
@@ -14,9 +15,11 @@ import type { BudgetTicket, ByteBudget } from '../../kernel/byte_budget.js';
 import { Cancellation } from '../../kernel/cancel.js';
 import { asServalError, grpcStatus, isServerFault, ServalError } from '../../kernel/errors.js';
 import type { Logger } from '../../kernel/log.js';
+import { freeNow } from '../../kernel/memory.js';
 import type { ModelInferResponse } from './generated/inference/ModelInferResponse.js';
 import { decodeGrpcInfer, encodeGrpcInfer } from './infer_codec.js';
 import { readInferRequest, type WireInferRequest, writeInferResponseParts } from './infer_wire.js';
+import { endTimedOut, gatherMessages, MessageClock, type ReceiveLimits } from './receive_timeout.js';
 import { grpcInferTrace, grpcTraceSending } from './trace_logging.js';
 
 export const MODEL_INFER_PATH = '/inference.GRPCInferenceService/ModelInfer';
@@ -139,6 +142,8 @@ export interface UnaryInferOptions {
    * of it is read (as an HTTP body by its Content-Length), so a refused one costs no memory.
    */
   budget?: ByteBudget;
+  /** Per-message receive limits, for this transport's messages and those grpc-js reads (receive_timeout.ts). */
+  limits?: ReceiveLimits;
 }
 
 /**
@@ -157,6 +162,7 @@ export function serveUnaryInfer(server: grpc.Server, opts: UnaryInferOptions): b
     const original = internals[name]!;
     internals[name] = function (this: GrpcServerInternals, extraInterceptors, stream, headers) {
       if (!takes(headers)) {
+        gatherMessages(stream, { limits: opts.limits, maxMessage: opts.maxMessage });
         original.call(this, extraInterceptors, stream, headers);
         return;
       }
@@ -196,6 +202,7 @@ class UnaryInferCall {
   private readonly cancellation = new Cancellation();
   /** The message's admission against the budget, until the run takes it over. */
   private ticket: BudgetTicket | undefined;
+  private readonly clock: MessageClock | undefined;
 
   constructor(
     private readonly stream: ServerHttp2Stream,
@@ -206,6 +213,7 @@ class UnaryInferCall {
     stream.on('data', (chunk: Buffer) => this.onData(chunk));
     stream.once('end', () => this.onEnd());
     stream.once('close', () => this.onClose());
+    if (opts.limits) this.clock = new MessageClock(opts.limits, (details) => this.timedOut(details));
     const timeout = headers['grpc-timeout'];
     const m = typeof timeout === 'string' ? TIMEOUT.exec(timeout) : null;
     if (m) {
@@ -226,7 +234,7 @@ class UnaryInferCall {
         chunk.copy(this.prefix, this.prefixGot, at, at + n);
         this.prefixGot += n;
         at += n;
-        if (this.prefixGot < 5) return;
+        if (this.prefixGot < 5) break;
         this.prefixGot = 0;
         // The flag byte is not read: with identity encoding grpc-js takes a message as it is.
         const length = this.prefix.readUInt32BE(1);
@@ -263,6 +271,17 @@ class UnaryInferCall {
         this.complete = this.got === this.message.byteLength;
       }
     }
+    if (!this.clock) return;
+    if (this.prefixGot > 0) this.clock.progress(this.prefixGot, undefined);
+    else if (this.message && !this.complete) this.clock.progress(this.got, this.message.byteLength);
+    else this.clock.stop();
+  }
+
+  /** A receive limit passed: the message is dropped, and the stream ended (receive_timeout.ts). */
+  private timedOut(details: string): void {
+    if (this.answered) return;
+    this.finish();
+    endTimedOut(this.stream, details);
   }
 
   private onEnd(): void {
@@ -304,7 +323,11 @@ class UnaryInferCall {
   /** No more is sent or read for this call; a request the core still works on is cancelled. */
   private finish(): void {
     this.answered = true;
+    // A message not handed to the core (incomplete, or refused) is nobody's: its memory goes at
+    // once rather than at the next collection, which an idle server may not run for long.
+    if (this.message) freeNow(this.message.buffer);
     this.message = undefined;
+    this.clock?.stop();
     this.ticket?.release(); // admitted but never run
     this.ticket = undefined;
     if (this.timer) clearTimeout(this.timer);

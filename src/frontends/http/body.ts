@@ -1,12 +1,15 @@
 // HTTP request bodies: read into one Buffer with --http-max-input-size as the limit, and inflated
 // (Content-Encoding gzip or deflate) with the same limit, as Triton applies it to the
-// decompressed data too. Over the limit is Triton's 400 INVALID_ARG with its texts.
+// decompressed data too. Over the limit is Triton's 400 INVALID_ARG with its texts. A body that
+// stalls is timed out (--http-body-idle-timeout-secs, --http-body-timeout-secs): 408, and what
+// was buffered and admitted is let go.
 import { constants as bufferConstants } from 'node:buffer';
 import type { IncomingHttpHeaders } from 'node:http';
 import { promisify } from 'node:util';
 import zlib from 'node:zlib';
 import type { BudgetTicket } from '../../kernel/byte_budget.js';
 import { ServalError } from '../../kernel/errors.js';
+import { freeNow } from '../../kernel/memory.js';
 
 const gunzip = promisify(zlib.gunzip);
 const inflate = promisify(zlib.inflate);
@@ -27,13 +30,30 @@ function tooLarge(headers: IncomingHttpHeaders, size: number, limit: number): Se
   return ServalError.invalidArg(`Request body size of ${size} bytes ${max}`);
 }
 
+/** How long a body may take: between two of its bytes, and in all (ms; 0 = no limit). */
+export interface BodyTimeouts {
+  idleMs: number;
+  totalMs: number;
+}
+
+/**
+ * A body that stalled: not a Triton status (Triton has no body timeout), so it is answered like
+ * the transport errors fastify raises: HTTP 408 with the JSON error, then the connection closed
+ * (its unread rest would otherwise be taken for the next request).
+ */
+export class BodyTimeoutError extends Error {
+  readonly statusCode = 408;
+}
+
 /**
  * Reads a request body into one Buffer: straight into a buffer of Content-Length bytes when the
  * header gives it (no list of chunks to join: the body is held once), else collected and joined.
  * An oversized body — or one the in-flight byte budget refuses (`budget`: admits the body's
  * bytes, before any is kept when Content-Length gives them) — is still read to its end, and
  * discarded, before the error goes out: a client that is still sending would otherwise see a
- * broken pipe instead of the error. Past a generous cap the connection is dropped.
+ * broken pipe instead of the error. Past a generous cap the connection is dropped. A body that
+ * stalls past `timeouts`, or whose connection ends before it does, fails at once: its buffer is
+ * freed and its admission released then, not when the socket finally goes.
  */
 export function readBody(
   stream: NodeJS.ReadableStream & { destroy(): void },
@@ -41,6 +61,7 @@ export function readBody(
   limit: number,
   done: (err: Error | null, body?: Buffer) => void,
   budget?: (bytes: number) => BudgetTicket,
+  timeouts?: BodyTimeouts,
 ): void {
   const declared = headers['content-length'] === undefined ? Number.NaN : Number(headers['content-length']);
   const known = Number.isSafeInteger(declared) && declared >= 0 && declared <= limit;
@@ -55,17 +76,42 @@ export function readBody(
   let chunks: Buffer[] | undefined = whole || refused ? undefined : [];
   let size = 0;
   let finished = false;
-  const finish = (err: Error | null, body?: Buffer): void => {
-    if (finished) return;
-    finished = true;
-    if (err) ticket?.release();
-    done(err, body);
-  };
+  let idle: NodeJS.Timeout | undefined;
+  let total: NodeJS.Timeout | undefined;
   const discard = (): void => {
+    // A large Content-Length buffer is this body's own memory (a small one shares Buffer's
+    // pool): given back now, not at the next collection.
+    if (whole && whole.byteOffset === 0 && whole.byteLength === whole.buffer.byteLength) freeNow(whole.buffer);
     whole = undefined;
     chunks = undefined;
   };
+  const finish = (err: Error | null, body?: Buffer): void => {
+    if (finished) return;
+    finished = true;
+    clearTimeout(idle);
+    clearTimeout(total);
+    if (err) {
+      discard();
+      ticket?.release();
+    }
+    done(err, body);
+  };
+  const received = (): string =>
+    `${size} of ${Number.isSafeInteger(declared) ? `${declared} (Content-Length)` : 'an unknown number of'} bytes received`;
+  const timeout = (text: string): void => {
+    finish(new BodyTimeoutError(`request body timed out: ${text}; ${received()}`));
+  };
+  if (timeouts && timeouts.idleMs > 0) {
+    const secs = timeouts.idleMs / 1000;
+    idle = setTimeout(() => timeout(`no data for ${secs} s (--http-body-idle-timeout-secs)`), timeouts.idleMs).unref();
+  }
+  if (timeouts && timeouts.totalMs > 0) {
+    const secs = timeouts.totalMs / 1000;
+    total = setTimeout(() => timeout(`not complete after ${secs} s (--http-body-timeout-secs)`), timeouts.totalMs).unref();
+  }
   stream.on('data', (chunk: Buffer) => {
+    if (finished) return;
+    idle?.refresh();
     const start = size;
     size += chunk.byteLength;
     if (size > limit) discard();
@@ -97,6 +143,10 @@ export function readBody(
     finish(null, Buffer.concat(chunks ?? [], size));
   });
   stream.on('error', (e: Error) => finish(Object.assign(e, { statusCode: 400 })));
+  // A connection that ends mid-body may close the stream without an error first.
+  stream.on('close', () =>
+    finish(Object.assign(new Error('the connection closed before the request body was complete'), { statusCode: 400 })),
+  );
 }
 
 /**

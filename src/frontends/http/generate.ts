@@ -65,6 +65,21 @@ export const generateRoutes: FastifyPluginCallback<GenerateOptions> = (app, opts
         if (!reply.raw.writableFinished) cancellation.cancel();
       });
       request.cancellation = cancellation;
+      if (streaming) {
+        // The server is half-open (a client may shut down its sending side and still read), but a
+        // stream may stay quiet as long as its model likes, and a client that closed its socket
+        // cannot be told from a half-closed one until a write fails: for a stream, the end of the
+        // client's side is taken as the client going away, and closes the connection.
+        const socket = req.raw.socket;
+        const gone = (): void => {
+          if (!reply.raw.writableFinished) socket.destroy();
+        };
+        if (socket.readableEnded) gone();
+        else {
+          socket.once('end', gone);
+          reply.raw.once('close', () => socket.off('end', gone));
+        }
+      }
       if (trace) request.trace = trace;
       // An error before the core queued the request is a refusal (its status, a JSON body, as
       // Triton's before TRITONSERVER_ServerInferAsync returns); after it, the model's answer.

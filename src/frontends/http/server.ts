@@ -10,7 +10,7 @@ import { httpStatus, isServerFault, ServalError } from '../../kernel/errors.js';
 import { encodeJson } from '../../kernel/json.js';
 import type { Logger } from '../../kernel/log.js';
 import { type Restrictions, restrictHttp } from '../restricted.js';
-import { decompress, jsonObjectBody, readBody } from './body.js';
+import { BodyTimeoutError, type BodyTimeouts, decompress, jsonObjectBody, readBody } from './body.js';
 import { dashboardRoutes } from './dashboard.js';
 import { generateRoutes } from './generate.js';
 import { decodeInferRequest, encodeInferResponse } from './infer_codec.js';
@@ -28,6 +28,8 @@ export interface HttpOptions {
   dashboard?: boolean;
   /** The in-flight byte budget (--max-inflight-bytes) request bodies are admitted against. */
   budget?: ByteBudget;
+  /** --http-body-idle-timeout-secs / --http-body-timeout-secs, in ms (absent or 0 = none). */
+  bodyTimeouts?: BodyTimeouts;
 }
 
 /** Responses at least this big go out as their chunks (JSON header, tensors) instead of one joined copy. */
@@ -59,6 +61,10 @@ export function buildHttpServer(core: CoreApi, log: Logger, opts: HttpOptions): 
   const inferenceIds = new WeakMap<FastifyRequest, string>();
   // bodyLimit is enforced by readBody; fastify's own check would answer before the body is read.
   const app = Fastify({ logger: false, bodyLimit: Number.MAX_SAFE_INTEGER, keepAliveTimeout: 60_000 });
+  // A client may send its whole request and then shut down its sending side (shutdown(SHUT_WR)):
+  // it still reads the response. Node's default takes that end for an abort, drops the request
+  // and closes. Half-open, the response is written, then the connection closed.
+  (app.server as typeof app.server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
   // Before any route: a request to a restricted API without its header is refused unread.
   restrictHttp(app, opts.restrictions);
 
@@ -81,7 +87,9 @@ export function buildHttpServer(core: CoreApi, log: Logger, opts: HttpOptions): 
       tickets.set(req.raw, ticket);
       return ticket;
     });
-  app.addContentTypeParser('*', (req, payload, done) => readBody(payload, req.headers, opts.maxInputSize, done, admit(req)));
+  app.addContentTypeParser('*', (req, payload, done) =>
+    readBody(payload, req.headers, opts.maxInputSize, done, admit(req), opts.bodyTimeouts),
+  );
 
   // The one error path: routes throw; ServalErrors map through the status table, fastify's own
   // errors (body too large, aborted upload) keep their status, anything else is a 500. Server
@@ -102,6 +110,8 @@ export function buildHttpServer(core: CoreApi, log: Logger, opts: HttpOptions): 
         error: err.stack ?? err.message,
       });
     }
+    // The rest of a timed-out body may still come: the connection cannot carry another request.
+    if (err instanceof BodyTimeoutError) reply.header('connection', 'close');
     // Triton's types, byte for byte: its infer handler answers errors as text/plain (a JSON body
     // all the same), every other route as application/json; a Buffer keeps fastify from adding
     // "; charset=utf-8" (observed on tritonserver 2.51: docs/reference/README.md).
