@@ -13,6 +13,7 @@ import { type Restrictions, restrictHttp } from '../restricted.js';
 import { BodyTimeoutError, type BodyTimeouts, decompress, jsonObjectBody, readBody } from './body.js';
 import { dashboardRoutes } from './dashboard.js';
 import { generateRoutes } from './generate.js';
+import { probeHalfClosedClients } from './half_close.js';
 import { decodeInferRequest, encodeInferResponse } from './infer_codec.js';
 import { sharedMemoryRoutes } from './shared_memory.js';
 import { httpInferTracing, traceLoggingRoutes } from './trace_logging.js';
@@ -65,6 +66,7 @@ export function buildHttpServer(core: CoreApi, log: Logger, opts: HttpOptions): 
   // it still reads the response. Node's default takes that end for an abort, drops the request
   // and closes. Half-open, the response is written, then the connection closed.
   (app.server as typeof app.server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
+  probeHalfClosedClients(app);
   // Before any route: a request to a restricted API without its header is refused unread.
   restrictHttp(app, opts.restrictions);
 
