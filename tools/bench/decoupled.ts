@@ -21,26 +21,23 @@
  * dist/ is part 3's "current", default this one: e.g. a worktree of HEAD, to tell the commits
  * from uncommitted changes); DECOUPLED_PARTS (default 1,2,3).
  */
-import { execFileSync, spawn } from 'node:child_process';
-import { cpSync, createWriteStream, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
+import { execFileSync } from 'node:child_process';
+import { cpSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { STREAM_WORKLOADS, type StreamProto, type StreamResult, TEXT_DELAY } from './decoupled/workloads.js';
 import { writeSection } from './doc_section.js';
-import { alive, killAll, type PaResult, parsePerfAnalyzer, runMeasured, type Server, sleep, startServer, stopServer } from './harness.js';
+import { alive, type PaResult, parsePerfAnalyzer, runMeasured, type Server, sleep, startServer, stopServer } from './harness.js';
 import { PERF_ANALYZER, ROOT, rel, SERVAL_CLI } from './paths.js';
 import { treeCpu, treeMemory } from './peers/proctree.js';
 import { machineCpu, taskCpu, ticksPerSecond } from './procstat.js';
 import { paVersion, pkgVersion, runSection, type SectionArgs, sectionArgs } from './section.js';
+import { killEverything, SETUP_TRITON, startTriton, TRITON_SH, TRITON_VENV } from './tritonserver.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const STREAM_LOAD = path.join(HERE, 'decoupled', 'stream_load.js');
 const SETUP_BASELINE = path.join(ROOT, 'tools', 'bench', 'decoupled', 'setup-baseline.sh');
-const SETUP_TRITON = path.join(ROOT, 'tools', 'ci', 'setup-triton.sh');
-const TRITON_SH = path.join(ROOT, 'tools', 'reference', 'tritonserver.sh');
-const TRITON_VENV = process.env.SERVAL_TRITON_VENV ?? path.join(ROOT, '.venv-triton');
 const SERVAL_PY = path.join(ROOT, '.venv', 'bin', 'python3');
 /** The tree whose dist/ is "current" in part 3: this one, or another build (DECOUPLED_CURRENT_DIR) to tell committed from uncommitted changes. */
 const CURRENT_DIR = path.resolve(process.env.DECOUPLED_CURRENT_DIR ?? ROOT);
@@ -140,17 +137,6 @@ function sh(cmd: string, args: string[]): string {
   }
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
 const median = (xs: number[]): number => {
   const s = xs.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
   if (s.length === 0) return NaN;
@@ -168,61 +154,6 @@ async function waitForQuiet(maxS: number): Promise<boolean> {
     if ((b.busy - a.busy) / ticksPerSecond() < NOISY_CORES) return true;
   }
   return false;
-}
-
-// ---------------------------------------------------------------------------------- tritonserver
-
-const tritons = new Set<Server>();
-
-/** Starts tools/reference/tritonserver.sh on free ports and waits until every model is ready. */
-async function startTriton(repo: string, logFile: string): Promise<Server> {
-  const ports = [await freePort(), await freePort(), await freePort()];
-  const args = [TRITON_SH, repo, ...ports.map(String)];
-  const out = createWriteStream(logFile);
-  const child = spawn('bash', args, { cwd: ROOT, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
-  const server: Server = {
-    name: 'triton',
-    pid: child.pid!,
-    child,
-    log: logFile,
-    command: `bash ${args.map(rel).join(' ')}`,
-    http: `127.0.0.1:${ports[0]}`,
-    grpc: `127.0.0.1:${ports[1]}`,
-  };
-  tritons.add(server);
-  child.on('exit', () => tritons.delete(server));
-  let text = '';
-  const onData = (d: Buffer) => {
-    out.write(d);
-    text += d.toString();
-  };
-  child.stdout!.on('data', onData);
-  child.stderr!.on('data', onData);
-  const deadline = Date.now() + 180_000;
-  while (Date.now() < deadline) {
-    if (!alive(server)) throw new Error(`tritonserver exited during start-up; see ${logFile}:\n${text.slice(-2000)}`);
-    if (/Started HTTPService/.test(text) && /Started GRPCInferenceService/.test(text)) {
-      try {
-        if ((await fetch(`http://${server.http}/v2/health/ready`)).status === 200) return server;
-      } catch {
-        /* not listening yet */
-      }
-    }
-    await sleep(250);
-  }
-  await stopServer(server);
-  throw new Error(`tritonserver not ready after 180 s; see ${logFile}`);
-}
-
-function killEverything(): void {
-  killAll();
-  for (const s of tritons) {
-    try {
-      process.kill(-s.pid, 'SIGKILL');
-    } catch {
-      /* gone */
-    }
-  }
 }
 
 // ---------------------------------------------------------------------------------- records
@@ -527,7 +458,8 @@ class DecoupledRun {
     } catch {
       return;
     }
-    const lines = text.split('\n').filter((l) => /level=error|level=warn|Error:|uncaught/i.test(l));
+    // tritonserver's E/W lines (both its layouts, also Serval's default) and Serval's logfmt ones.
+    const lines = text.split('\n').filter((l) => /^[EW]\d{4} |^\S+Z [EW] \d|level=error|level=warn|Error:|uncaught/i.test(l));
     for (const l of lines.slice(0, 5)) this.logErrors.push(`${who} (${rel(file)}): ${l.slice(0, 300)}`);
     if (lines.length > 5) this.logErrors.push(`${who}: ${lines.length - 5} more such lines`);
   }

@@ -3,12 +3,15 @@
  * instance of test/python_models/py_identity_fp32 (OUTPUT0 = INPUT0), batches submitted one after
  * another straight to the instance (as the scheduler does), at three tensor sizes. Prints the
  * wall time per round trip, what the stub measured inside itself (building the requests, the
- * model's execute, writing the outputs) and the main thread's CPU per round trip.
+ * model's execute, writing the outputs) and the main thread's CPU per round trip; then, for the
+ * small tensor, as many executions in flight as the instance takes (its capacity: a second one
+ * waits at the stub behind the first), with the CPU of both processes per execution.
  *
  *   npm run build && node dist/tools/bench/python_roundtrip.js [--iterations 2000]
  *
  * Uses the interpreter the server would (the project's .venv when there is one).
  */
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { pythonBackend } from '../../src/backends/python/backend.js';
 import { placePythonModel } from '../../src/backends/python/placement.js';
@@ -16,6 +19,7 @@ import { ServalError } from '../../src/kernel/errors.js';
 import { createLogger } from '../../src/kernel/log.js';
 import { projectRoot } from '../../src/kernel/paths.js';
 import { submit } from '../../src/scheduler/scheduler.js';
+import { ticksPerSecond } from './procstat.js';
 
 async function main(): Promise<void> {
   const i = process.argv.indexOf('--iterations');
@@ -61,6 +65,31 @@ async function main(): Promise<void> {
       `| ${label} | ${wall.toFixed(0)} | ${(inside / count / 1000).toFixed(0)} | ${((cpu.user + cpu.system) / count).toFixed(0)} |`,
     );
   }
+  // Saturated: `capacity` executions in flight, as the scheduler keeps them without dynamic batching.
+  const data = new Uint8Array(64).fill(1);
+  const req = { inputs: [{ name: 'INPUT0', datatype: 'FP32' as const, shape: [1, 16], data }], outputs: ['OUTPUT0'] };
+  const pid = (inst as unknown as { stubPid?: number }).stubPid;
+  const stubCpuUs = (): number => {
+    if (!pid) return NaN;
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return ((Number(f[11]) + Number(f[12])) / ticksPerSecond()) * 1e6;
+  };
+  let left = iterations * 2;
+  const count = left;
+  const worker = async (): Promise<void> => {
+    while (left-- > 0) await submit(inst, [req], 1).result;
+  };
+  const s0 = stubCpuUs();
+  const cpu0 = process.cpuUsage();
+  const t0 = process.hrtime.bigint();
+  await Promise.all(Array.from({ length: inst.capacity }, worker));
+  const wall = Number(process.hrtime.bigint() - t0) / 1000;
+  const cpu = process.cpuUsage(cpu0);
+  console.log('');
+  console.log(
+    `16 floats, ${inst.capacity} in flight: ${((count / wall) * 1e6).toFixed(0)} executions/s; CPU per execution: server ${((cpu.user + cpu.system) / count).toFixed(0)} µs, stub ${((stubCpuUs() - s0) / count).toFixed(0)} µs`,
+  );
   await inst.close();
 }
 

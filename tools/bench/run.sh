@@ -12,6 +12,7 @@
 #   decoupled streaming decoupled Python models, Serval vs tritonserver 2.51 (its venv made by
 #             tools/ci/setup-triton.sh), and the one-response path before / after the decoupled
 #             work (a baseline build in a git worktree under /tmp) (tools/bench/decoupled.ts)
+#   triton    the Python backend vs tritonserver 2.51's on the same model.py files (tools/bench/triton.ts)
 #
 #   npm run bench                                    # every section, full
 #   bash tools/bench/run.sh --quick                  # every section, short
@@ -33,7 +34,7 @@ if [[ ! -x "$PA" ]]; then
   exit 1
 fi
 
-SECTIONS="core,peers,density,seeds,latency,decoupled"
+SECTIONS="core,peers,density,seeds,latency,decoupled,triton"
 COMMON=()
 CORE=()
 while [[ $# -gt 0 ]]; do
@@ -53,7 +54,8 @@ script_of() {
     seeds) echo dist/tools/bench/seeds.js ;;
     latency) echo dist/tools/bench/latency_budget.js ;;
     decoupled) echo dist/tools/bench/decoupled.js ;;
-    *) echo "bench: unknown section '$1' (core, peers, density, seeds, latency, decoupled)" >&2; return 1 ;;
+    triton) echo dist/tools/bench/triton.js ;;
+    *) echo "bench: unknown section '$1' (core, peers, density, seeds, latency, decoupled, triton)" >&2; return 1 ;;
   esac
 }
 

@@ -3,7 +3,10 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import path from 'node:path';
 import type { Duplex } from 'node:stream';
 import { projectRoot } from '../../kernel/paths.js';
-import { encodeFrame, FrameReader, type StubMessage } from './channel.js';
+import { encodeFrame, encodeFrameBuffer, FrameReader, type StubMessage } from './channel.js';
+
+/** Frames with up to this many attached bytes are joined into one buffer before the write. */
+const JOIN_BYTES = 64 << 10;
 
 /** The folder of the stub script and of the `triton_python_backend_utils` module models import. */
 export function stubDirectory(): string {
@@ -93,14 +96,16 @@ export class StubProcess {
   /** Sends `msg`, with `attached` bytes after it (tensor data its offsets point into). */
   send(msg: StubMessage, attached?: readonly Uint8Array[]): void {
     if (this.done) return;
-    const parts = encodeFrame(msg, attached);
-    if (parts.length === 2) this.control.write(Buffer.concat(parts));
-    else {
-      // One writev for the frame and its attachments, without joining them first.
-      this.control.cork();
-      for (const p of parts) this.control.write(p);
-      this.control.uncork();
+    let binLength = 0;
+    for (const a of attached ?? []) binLength += a.byteLength;
+    if (binLength <= JOIN_BYTES) {
+      this.control.write(encodeFrameBuffer(msg, attached));
+      return;
     }
+    // One writev for the frame and its large attachments, without joining them first.
+    this.control.cork();
+    for (const p of encodeFrame(msg, attached)) this.control.write(p);
+    this.control.uncork();
   }
 
   kill(): void {
