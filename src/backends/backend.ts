@@ -7,6 +7,7 @@ import type { ModelSignature } from '../config/signature.js';
 import type { ModelConfig } from '../config/types.js';
 import type { Cancellation } from '../kernel/cancel.js';
 import type { DataType } from '../kernel/datatypes.js';
+import type { RequestTrace } from '../kernel/trace.js';
 import type { InferRequest, InferResponse, Params, ResponseSink } from '../kernel/types.js';
 
 /** One tensor inside a reservation's buffer: `byteLength` bytes at `offset`. */
@@ -36,8 +37,10 @@ export interface BatchRequest {
    * given with a final send, also when the model cannot (its process died).
    */
   responses?: ResponseChannel;
-  /** The request's cancellation: a running decoupled request hears of it here (the model's is_cancelled()). */
+  /** The request's cancellation: a running request hears of it here (a Python model's is_cancelled()). */
   cancellation?: Cancellation;
+  /** A sampled request's trace: a Python model's BLS calls made with `trace=request.trace()` are its children. */
+  trace?: RequestTrace;
 }
 
 /**
@@ -72,6 +75,11 @@ export interface ExecResult {
    * unused.
    */
   responses?: (ExecOutput[] | Error)[];
+  /**
+   * Indices (in `ExecLayout.requests`) of requests the model released with RESCHEDULE (a Python
+   * model of an iterative sequence): not answered, the scheduler runs them again.
+   */
+  rescheduled?: readonly number[];
   /**
    * process.hrtime (ns) when the instance started the execution, where it can tell: a request
    * held inside a busy instance is still queued until then, as Triton counts it.
@@ -139,9 +147,10 @@ export interface ModelInstance {
  * request through that model's own checks and scheduler, as a client's would go.
  */
 export interface InstanceHost {
-  infer(request: InferRequest): Promise<InferResponse>;
+  /** `parent`: the request is traced as a child of this trace (Triton's BLS `trace=request.trace()`). */
+  infer(request: InferRequest, parent?: RequestTrace): Promise<InferResponse>;
   /** Any model, decoupled ones too: each response to `sink` as it comes (BLS exec(decoupled=True)). */
-  stream(request: InferRequest, sink: ResponseSink): void;
+  stream(request: InferRequest, sink: ResponseSink, parent?: RequestTrace): void;
 }
 
 /** What a load needs to know about one model version. */

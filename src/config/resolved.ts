@@ -134,6 +134,8 @@ export interface ResolvedModelConfig<Settings = unknown> {
   /** sequence_batching, when configured: the sequence batcher runs the model. */
   readonly sequence?: SequencePolicy;
   readonly instances: readonly InstancePlacement[];
+  /** The instance groups the instances were placed from (their rate_limiter for --rate-limit). */
+  readonly instanceGroups?: readonly ModelInstanceGroup[];
   readonly instanceSettings: Settings;
   readonly warmup: readonly ModelWarmup[];
   /** response_cache { enable: true }: answers may come from the server's response cache. */
@@ -179,6 +181,11 @@ export interface SequencePolicy {
   /** oldest: preferred_batch_size (defaulted to [max_batch_size]). */
   readonly preferredBatchSizes: readonly number[];
   readonly preserveOrdering: boolean;
+  /**
+   * iterative_sequence: a request without a correlation ID gets one (and START); a request the
+   * model reschedules runs again as its sequence's next step; its release ends the sequence.
+   */
+  readonly iterative?: boolean;
   readonly controls: readonly SequenceControl[];
   readonly states: readonly SequenceStateConfig[];
 }

@@ -13,7 +13,6 @@ export const SEQUENCE_IDLE_DEFAULT_US = 1_000_000;
 /** Triton's kInitialStateFolder: initial_state data files live here, in the model's folder. */
 export const INITIAL_STATE_FOLDER = 'initial_state';
 
-const CORRID_TYPES: readonly DataType[] = ['UINT64', 'INT64', 'UINT32', 'INT32', 'BYTES'];
 const KIND_NAMES: Record<SequenceControl['kind'], SequenceControlKind> = {
   START: 'CONTROL_SEQUENCE_START',
   END: 'CONTROL_SEQUENCE_END',
@@ -31,6 +30,79 @@ export interface ResolvedSequence {
 
 const invalid = (msg: string): ServalError => ServalError.invalidArg(msg);
 
+const CONTROL_KINDS: readonly SequenceControlKind[] = [
+  'CONTROL_SEQUENCE_START',
+  'CONTROL_SEQUENCE_END',
+  'CONTROL_SEQUENCE_READY',
+  'CONTROL_SEQUENCE_CORRID',
+];
+const CORRID_CONFIG_TYPES: readonly string[] = ['TYPE_UINT64', 'TYPE_INT64', 'TYPE_UINT32', 'TYPE_INT32', 'TYPE_STRING'];
+
+/**
+ * The sequence_batching part of Triton's ValidateModelConfig, in its order and with its texts:
+ * each boolean control kind (START, END, READY: GetBooleanSequenceControlProperties walks every
+ * control input once per kind), then CORRID (GetTypedSequenceControlProperties) and its type,
+ * then the oldest strategy's preferred sizes and the direct strategy's slot utilisation. Like the
+ * rest of that function it runs when the repository is polled, before any version folder.
+ */
+export function validateSequenceBatching(sb: ModelSequenceBatching, model: string, maxBatch: number): void {
+  for (const kindName of CONTROL_KINDS) {
+    const tensors = new Set<string>();
+    let seen = false;
+    let corridType = '';
+    for (const ci of sb.control_input ?? []) {
+      const name = ci.name ?? '';
+      if (!name) throw invalid(`sequence batching control tensor must have a name for ${model}`);
+      if (tensors.has(name))
+        throw invalid(`sequence batching control tensor '${name}' is specified for multiple control kinds for ${model}`);
+      tensors.add(name);
+      for (const c of ci.control ?? []) {
+        if ((c.kind ?? 'CONTROL_SEQUENCE_START') !== kindName) continue;
+        if (seen) throw invalid(`sequence batching specifies multiple ${kindName} tensors for ${model}`);
+        seen = true;
+        const sizes = [c.int32_false_true?.length ?? 0, c.fp32_false_true?.length ?? 0, c.bool_false_true?.length ?? 0];
+        const given = sizes.filter((n) => n > 0).length;
+        if (kindName === 'CONTROL_SEQUENCE_CORRID') {
+          corridType = c.data_type ?? 'TYPE_INVALID';
+          if (given) {
+            throw invalid(
+              `sequence batching must not specify either 'int32_false_true', 'fp32_false_true' or 'bool_false_true' for ${kindName} for ${model}`,
+            );
+          }
+          continue;
+        }
+        if (given === 0) {
+          throw invalid(
+            `sequence batching must specify either 'int32_false_true', 'fp32_false_true' or 'bool_false_true' for ${kindName} for ${model}`,
+          );
+        }
+        if (given > 1) {
+          throw invalid(
+            `sequence batching specifies more than one from 'int32_false_true', 'fp32_false_true' and 'bool_false_true' for ${kindName} for ${model}`,
+          );
+        }
+        const field = sizes[0] ? 'int32_false_true' : sizes[1] ? 'fp32_false_true' : 'bool_false_true';
+        if ((sizes[0] || sizes[1] || sizes[2]) !== 2) {
+          throw invalid(`sequence batching control '${field}' must have exactly 2 entries for ${kindName} for ${model}`);
+        }
+      }
+    }
+    if (seen && kindName === 'CONTROL_SEQUENCE_CORRID' && !CORRID_CONFIG_TYPES.includes(corridType)) {
+      throw invalid(
+        `unexpected data type for control ${kindName} for ${model}. Allowed data types are TYPE_UINT64, TYPE_INT64, TYPE_UINT32, TYPE_INT32 and TYPE_STRING`,
+      );
+    }
+  }
+  for (const p of sb.oldest?.preferred_batch_size ?? []) {
+    if (p <= 0) throw invalid(`sequence batching preferred batch size must be positive for ${model}`);
+    if (p > maxBatch) throw invalid(`sequence batching preferred batch size must be <= max batch size for ${model}`);
+  }
+  if (sb.direct) {
+    const util = sb.direct.minimum_slot_utilization ?? 0;
+    if (!(util >= 0 && util <= 1)) throw invalid(`sequence batching minimum slot utilization must be in range (0.0, 1.0] for ${model}`);
+  }
+}
+
 /**
  * Checks `config.sequence_batching` (present) and fills Triton's defaults into it. `inputs` and
  * `outputs` are the configured tensor names: controls and state inputs must not be among the
@@ -40,9 +112,6 @@ export function resolveSequenceBatching(config: ModelConfig, inputs: ReadonlySet
   const sb = config.sequence_batching!;
   const model = config.name ?? '';
   const maxBatch = config.max_batch_size ?? 0;
-  if (sb.iterative_sequence) {
-    throw ServalError.unsupported(`model '${model}': sequence_batching.iterative_sequence is not supported by Serval`);
-  }
   sb.max_sequence_idle_microseconds ||= SEQUENCE_IDLE_DEFAULT_US;
   const controls = sequenceControls(sb, model, inputs);
   const states = sb.state?.map((s) => stateConfig(s, model, inputs)) ?? [];
@@ -65,11 +134,7 @@ export function resolveSequenceBatching(config: ModelConfig, inputs: ReadonlySet
     if (!Number.isInteger(candidates) || candidates <= 0) {
       throw invalid(`sequence batching oldest strategy needs max_candidate_sequences > 0 for ${model}`);
     }
-    o.preferred_batch_size ??= [];
-    for (const p of o.preferred_batch_size) {
-      if (p <= 0) throw invalid(`sequence batching preferred batch size must be positive for ${model}`);
-      if (p > maxBatch) throw invalid(`sequence batching preferred batch size must be <= max batch size for ${model}`);
-    }
+    o.preferred_batch_size ??= []; // checked by validateSequenceBatching
     if (o.preferred_batch_size.length === 0 && maxBatch > 0) o.preferred_batch_size.push(maxBatch);
     policy = {
       strategy: 'oldest',
@@ -79,15 +144,13 @@ export function resolveSequenceBatching(config: ModelConfig, inputs: ReadonlySet
       minimumSlotUtilization: 0,
       preferredBatchSizes: [...o.preferred_batch_size],
       preserveOrdering: o.preserve_ordering ?? false,
+      ...(sb.iterative_sequence && { iterative: true }),
       controls,
       states,
     };
   } else {
     const d = sb.direct ?? {};
-    const util = d.minimum_slot_utilization ?? 0;
-    if (!(util >= 0 && util <= 1)) {
-      throw invalid(`sequence batching minimum slot utilization must be in range (0.0, 1.0] for ${model}`);
-    }
+    const util = d.minimum_slot_utilization ?? 0; // checked by validateSequenceBatching
     policy = {
       strategy: 'direct',
       maxSequenceIdleUs: Number(sb.max_sequence_idle_microseconds),
@@ -96,6 +159,7 @@ export function resolveSequenceBatching(config: ModelConfig, inputs: ReadonlySet
       minimumSlotUtilization: util,
       preferredBatchSizes: [],
       preserveOrdering: false,
+      ...(sb.iterative_sequence && { iterative: true }),
       controls,
       states,
     };
@@ -139,42 +203,15 @@ function sequenceControls(sb: ModelSequenceBatching, model: string, inputs: Read
     const kindName = c.kind ?? 'CONTROL_SEQUENCE_START';
     const kind = (Object.keys(KIND_NAMES) as SequenceControl['kind'][]).find((k) => KIND_NAMES[k] === kindName)!;
     if (out.some((o) => o.kind === kind)) throw invalid(`sequence batching specifies multiple ${kindName} tensors for ${model}`);
+    // validateSequenceBatching has checked the values and the CORRID type with Triton's texts.
     const i32 = c.int32_false_true ?? [];
     const f32 = c.fp32_false_true ?? [];
-    const b = c.bool_false_true ?? [];
-    const given = [i32.length > 0, f32.length > 0, b.length > 0].filter(Boolean).length;
     if (kind === 'CORRID') {
-      if (given) {
-        throw invalid(
-          `sequence batching must not specify either 'int32_false_true', 'fp32_false_true' or 'bool_false_true' for ${kindName} for ${model}`,
-        );
-      }
-      const datatype = fromConfigType(c.data_type ?? 'TYPE_INVALID');
-      if (!datatype || !CORRID_TYPES.includes(datatype)) {
-        throw invalid(
-          `unexpected data type for control ${kindName} for ${model}. Allowed data types are TYPE_UINT64, TYPE_INT64, TYPE_UINT32, TYPE_INT32 and TYPE_STRING`,
-        );
-      }
-      out.push({ kind, input: name, datatype, falseTrue: [0, 0] });
+      out.push({ kind, input: name, datatype: fromConfigType(c.data_type ?? 'TYPE_INVALID')!, falseTrue: [0, 0] });
       continue;
     }
-    if (given === 0) {
-      throw invalid(
-        `sequence batching must specify either 'int32_false_true', 'fp32_false_true' or 'bool_false_true' for ${kindName} for ${model}`,
-      );
-    }
-    if (given > 1) {
-      throw invalid(
-        `sequence batching specifies more than one from 'int32_false_true', 'fp32_false_true' and 'bool_false_true' for ${kindName} for ${model}`,
-      );
-    }
-    const [field, values, datatype]: [string, readonly (number | boolean)[], DataType] =
-      i32.length > 0
-        ? ['int32_false_true', i32, 'INT32']
-        : f32.length > 0
-          ? ['fp32_false_true', f32, 'FP32']
-          : ['bool_false_true', b, 'BOOL'];
-    if (values.length !== 2) throw invalid(`sequence batching control '${field}' must have exactly 2 entries for ${kindName} for ${model}`);
+    const [values, datatype]: [readonly (number | boolean)[], DataType] =
+      i32.length > 0 ? [i32, 'INT32'] : f32.length > 0 ? [f32, 'FP32'] : [c.bool_false_true ?? [], 'BOOL'];
     out.push({ kind, input: name, datatype, falseTrue: [Number(values[0]), Number(values[1])] });
   }
   return out;

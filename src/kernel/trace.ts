@@ -44,4 +44,11 @@ export interface RequestTrace {
   child(): RequestTrace;
   /** The request is done (answered, failed or abandoned): the trace is written. Idempotent. */
   end(): void;
+  /**
+   * Keeps the request unreleased until the returned function is called: a decoupled request whose
+   * final response came before its execute() returned. Until then, REQUEST_END waits (it is
+   * stamped at the release, as Triton stamps it) and end() too, so the compute times stamped when
+   * the execution returns are kept.
+   */
+  hold?(): () => void;
 }

@@ -12,12 +12,15 @@ import type { InferRequest, InferResponse, ResponseSink } from '../kernel/types.
 import type { ModelStats } from '../stats/model_stats.js';
 import type { LoadedVersion } from './loaded_version.js';
 
-/** Runs one step's request on its model, under a child trace when the ensemble request is traced. */
+/**
+ * Runs one step's request on its model, under a child trace when the ensemble request is traced.
+ * A Python model's BLS call runs here too, its parent the calling request's trace.
+ */
 export function runStep(
   target: LoadedVersion,
   req: InferRequest,
   parent: RequestTrace | undefined,
-  secondaryStats: ModelStats,
+  secondaryStats?: ModelStats,
 ): Promise<InferResponse> {
   const startNs = process.hrtime.bigint();
   if (!parent) return target.infer(req, startNs, secondaryStats);
@@ -46,7 +49,7 @@ export function streamStep(
   target: LoadedVersion,
   req: InferRequest,
   parent: RequestTrace | undefined,
-  secondaryStats: ModelStats,
+  secondaryStats: ModelStats | undefined,
   sink: ResponseSink,
 ): void {
   const startNs = process.hrtime.bigint();

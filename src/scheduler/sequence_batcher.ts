@@ -21,6 +21,7 @@ import type { SequenceControl, SequencePolicy, SequenceStateConfig } from '../co
 import { type DataType, elementCount, elementSize, joinBytes } from '../kernel/datatypes.js';
 import { asServalError, ServalError } from '../kernel/errors.js';
 import type { FailureReason, ModelStats, RequestTiming } from '../stats/model_stats.js';
+import type { LimitedInstance } from './rate_limiter.js';
 import {
   type BatchInputs,
   type ScheduledInput,
@@ -46,6 +47,8 @@ export interface SequenceModel {
   policy: SequencePolicy;
   /** Initial values of states whose initial_state reads a data file, by state input name. */
   initialStates?: ReadonlyMap<string, StateTensor>;
+  /** With --rate-limit: each instance's side of the rate limiter, in the instances' order. */
+  limited?: readonly LimitedInstance[];
 }
 
 interface Seq {
@@ -96,6 +99,12 @@ interface Lane {
   readonly ready: Pending[];
   timer?: NodeJS.Timeout;
   timerAt: bigint;
+  /** With --rate-limit: its side of the rate limiter; it forms a batch only while it holds its resources. */
+  readonly limit?: LimitedInstance;
+  /** Waiting for its resources. */
+  staged?: boolean;
+  /** Holding them. */
+  granted?: boolean;
 }
 
 interface Backlog {
@@ -133,6 +142,8 @@ export class SequenceBatcher {
   private nextOrder = 0;
   private releaseOrder = 0;
   private readonly held = new Map<number, () => void>();
+  /** iterative_sequence: the correlation ID the next request without one gets (Triton's counter from 1). */
+  private nextIterativeId = 1n;
 
   constructor(
     instances: readonly ModelInstance[],
@@ -141,8 +152,9 @@ export class SequenceBatcher {
   ) {
     this.policy = model.policy;
     this.batching = model.maxBatchSize > 0;
-    this.lanes = instances.map((instance) => {
-      const lane: Lane = { instance, slots: [], busy: false, ready: [], timerAt: 0n };
+    this.lanes = instances.map((instance, k) => {
+      const limit = model.limited?.[k];
+      const lane: Lane = { instance, slots: [], busy: false, ready: [], timerAt: 0n, ...(limit && { limit }) };
       for (let i = 0; i < this.policy.slotsPerInstance; i++) lane.slots.push({ lane, index: i, queue: [], inFlight: false });
       return lane;
     });
@@ -165,12 +177,18 @@ export class SequenceBatcher {
         ServalError.invalidArg(`inference request to model '${model}' must specify batch-size 1 due to requirements of sequence batcher`),
       );
     }
-    const flags = req.sequence;
+    let flags = req.sequence;
+    // An iterative sequence takes a request without a correlation ID as a whole sequence of its own.
+    if (this.policy.iterative && (!flags || flags.id === 0n || flags.id === '')) {
+      flags = { id: this.nextIterativeId++, start: true, end: false };
+    }
     if (!flags || flags.id === 0n || flags.id === '') {
       return Promise.reject(
         ServalError.invalidArg(`inference request to model '${model}' must specify a non-zero or non-empty correlation ID`),
       );
     }
+    const mismatch = corridMismatch(this.policy.controls, flags.id, model);
+    if (mismatch) return Promise.reject(ServalError.invalidArg(mismatch));
     if (req.cancellation?.cancelled) return Promise.reject(ServalError.cancelled('request was cancelled before it was queued'));
     const key = typeof flags.id === 'string' ? `s${flags.id}` : `u${flags.id}`;
     let seq = this.active.get(key);
@@ -365,7 +383,7 @@ export class SequenceBatcher {
   // -- direct ----------------------------------------------------------------------------------
 
   private dispatchDirect(lane: Lane): void {
-    if (lane.busy) return;
+    if (lane.busy || !this.mayRun(lane)) return;
     for (const slot of lane.slots) this.skipDead(slot);
     let rep: Pending | undefined;
     let last = -1;
@@ -460,7 +478,7 @@ export class SequenceBatcher {
   }
 
   private dispatchOldest(lane: Lane): void {
-    if (lane.busy || lane.ready.length === 0) return;
+    if (lane.busy || lane.ready.length === 0 || !this.mayRun(lane)) return;
     const head = lane.ready[0]!;
     let chosen: Pending[];
     if (!this.batching) chosen = [head];
@@ -516,13 +534,50 @@ export class SequenceBatcher {
     const task = this.execute(lane, rows).finally(() => {
       lane.busy = false;
       this.inflight.delete(task);
-      if (this.policy.strategy === 'oldest') {
-        for (const p of rows) if (p?.issuedFrom) this.advance(p.issuedFrom);
-        this.dispatchOldest(lane);
-      } else this.dispatchDirect(lane);
+      if (this.policy.strategy === 'oldest') for (const p of rows) if (p?.issuedFrom) this.advance(p.issuedFrom);
+      if (lane.limit) {
+        // Its next batch waits again before its resources go to another instance (Triton stages
+        // an instance with pending work before it reallocates what the instance released).
+        lane.granted = false;
+        const again = this.hasWork(lane);
+        lane.staged = again;
+        lane.limit.release(true, again ? () => this.granted(lane) : undefined);
+      }
+      this.dispatch(lane);
       this.checkDrained();
     });
     this.inflight.add(task);
+  }
+
+  private dispatch(lane: Lane): void {
+    if (this.policy.strategy === 'oldest') this.dispatchOldest(lane);
+    else this.dispatchDirect(lane);
+  }
+
+  /** Rate limiting: whether the lane holds its resources; if not, it waits for them when it has work. */
+  private mayRun(lane: Lane): boolean {
+    const limit = lane.limit;
+    if (!limit || lane.granted) return true;
+    if (!lane.staged && this.hasWork(lane)) {
+      lane.staged = true;
+      limit.request(() => this.granted(lane));
+    }
+    return false;
+  }
+
+  /** The lane holds its resources: it forms a batch, or gives them back if it has none yet. */
+  private granted(lane: Lane): void {
+    lane.staged = false;
+    lane.granted = true;
+    this.dispatch(lane);
+    if (!lane.busy) {
+      lane.granted = false;
+      lane.limit!.release(false);
+    }
+  }
+
+  private hasWork(lane: Lane): boolean {
+    return this.policy.strategy === 'oldest' ? lane.ready.length > 0 : lane.slots.some((s) => s.queue.length > 0);
   }
 
   private async execute(lane: Lane, rows: Row[]): Promise<void> {
@@ -578,6 +633,11 @@ export class SequenceBatcher {
         computeOutputNs: result.computeOutputNs,
       };
       this.stats.recordSuccess(1, timing, end);
+      // Rescheduled (iterative sequence): each execution counts as Triton counts it, the answer comes later.
+      if (result.rescheduled?.includes(i)) {
+        this.reschedule(p);
+        return;
+      }
       p.req.secondaryStats?.recordSuccess(1, timing, end);
       const mine = produced.filter((o) => p.req.outputs.includes(o.name));
       if (p.req.trace) traceExecution(p.req.trace, timing, end, mine);
@@ -605,9 +665,14 @@ export class SequenceBatcher {
     }
     const outputs = p ? [...new Set([...p.req.outputs, ...this.stateOutputs])] : [];
     if (!p) return { inputs, outputs };
-    const { id, parameters, responses, cancellation } = p.req;
+    const { id, responses, cancellation, trace } = p.req;
+    // An iterative sequence's request shows its own sequence fields: the ID it may have been given,
+    // START only on its first execution.
+    const parameters = this.policy.iterative
+      ? { ...p.req.parameters, sequence_id: p.seq.id, sequence_start: p.start, sequence_end: p.end }
+      : p.req.parameters;
     // A decoupled sequence model answers through the request's channel (implicit state is not kept for it).
-    return { inputs, outputs, id, parameters, ...(responses && { responses, cancellation }) };
+    return { inputs, outputs, id, parameters, ...(responses && { responses, cancellation }), ...(trace && { trace }) };
   }
 
   private keepState(seq: Seq, produced: readonly ScheduledOutput[]): void {
@@ -620,11 +685,56 @@ export class SequenceBatcher {
     seq.state = next;
   }
 
+  // -- iterative sequences ---------------------------------------------------------------------
+
+  /**
+   * The model released `p` with RESCHEDULE: it goes back to its sequence's queue as the next
+   * request, neither START nor END, keeping its answer, response channel and cancellation (Triton
+   * core's IterativeSequencer). A sequence that has ended (its request said END, it idled out, the
+   * model is unloading) refuses it as Triton's batcher does (2.51 logs that and never answers).
+   */
+  private reschedule(p: Pending): void {
+    const seq = p.seq;
+    if (this.active.get(seq.key) !== seq) {
+      this.fail(
+        p,
+        ServalError.invalidArg(
+          `inference request for sequence ${seq.id} to model '${this.model.name}' must specify the START flag on the first request of the sequence`,
+        ),
+        'REJECTED',
+      );
+      return;
+    }
+    // The client cancelled while it ran: it goes no further.
+    if (p.req.cancellation?.cancelled) {
+      this.fail(p, ServalError.cancelled('request was cancelled by the client while queued'), 'CANCELED');
+      return;
+    }
+    p.dead = true;
+    // Its place in preserve_ordering's order is given up; it takes a new one when issued again.
+    if (this.policy.preserveOrdering && p.order >= 0) this.inOrder(p.order, () => undefined);
+    const next: Pending = { ...p, start: false, end: false, queueStartNs: now(), dead: false, issuedFrom: undefined, order: -1 };
+    seq.lastNs = next.queueStartNs;
+    next.req.cancellation?.onCancel(() => this.cancel(next));
+    this.place(next);
+  }
+
+  /** An iterative sequence ends when its request is released for good (answered or failed). */
+  private endIterative(seq: Seq): void {
+    if (!this.policy.iterative || this.active.get(seq.key) !== seq) return;
+    this.active.delete(seq.key);
+    if (seq.slot) {
+      seq.slot.queue.push(RELEASE);
+      this.kick(seq.slot);
+    } else if (seq.backlog) seq.backlog.forceEnd = true;
+  }
+
   // -- answering -------------------------------------------------------------------------------
 
   private fail(p: Pending, err: ServalError, reason: FailureReason): void {
     if (p.dead) return;
     p.dead = true;
+    this.endIterative(p.seq);
     p.req.cancellation?.onCancel(undefined);
     p.req.trace?.stamp('QUEUE_START', p.queueStartNs);
     this.stats.pending -= 1;
@@ -634,6 +744,7 @@ export class SequenceBatcher {
 
   private settle(p: Pending, out: ScheduledOutput[]): void {
     p.dead = true;
+    this.endIterative(p.seq);
     this.stats.pending -= 1;
     this.answer(p, out);
   }
@@ -642,14 +753,17 @@ export class SequenceBatcher {
   private answer(p: Pending, out: ScheduledOutput[] | ServalError): void {
     this.outstanding -= 1;
     if (!this.policy.preserveOrdering || p.order < 0) p.deliver(out);
-    else {
-      this.held.set(p.order, () => p.deliver(out));
-      for (let next = this.held.get(this.releaseOrder); next; next = this.held.get(this.releaseOrder)) {
-        this.held.delete(this.releaseOrder++);
-        next();
-      }
-    }
+    else this.inOrder(p.order, () => p.deliver(out));
     this.checkDrained();
+  }
+
+  /** Runs `deliver` once every answer issued before `order` has been delivered. */
+  private inOrder(order: number, deliver: () => void): void {
+    this.held.set(order, deliver);
+    for (let next = this.held.get(this.releaseOrder); next; next = this.held.get(this.releaseOrder)) {
+      this.held.delete(this.releaseOrder++);
+      next();
+    }
   }
 
   private checkDrained(): void {
@@ -700,6 +814,19 @@ function scalar(dt: DataType, v: number): Uint8Array {
   else if (dt === 'FP32') b.writeFloatLE(v);
   else b[0] = v ? 1 : 0;
   return b;
+}
+
+/**
+ * Triton's refusal of a correlation ID whose kind differs from the model's CORRID control: a
+ * string ID for a numeric control, or a number for a TYPE_STRING one (any integer control takes
+ * a numeric ID). Undefined when it matches or the model has no CORRID control.
+ */
+export function corridMismatch(controls: readonly SequenceControl[], id: bigint | string, model: string): string | undefined {
+  const control = controls.find((c) => c.kind === 'CORRID');
+  if (!control) return undefined;
+  const given = typeof id === 'string' ? 'BYTES' : 'UINT64';
+  if ((given === 'BYTES') === (control.datatype === 'BYTES')) return undefined;
+  return `sequence batching control 'CORRID' data-type is '${given}', but model '${model}' expects '${control.datatype}'`;
 }
 
 /** The CORRID control's element: the ID in the control's type (a string ID in a numeric control is 0). */

@@ -49,6 +49,10 @@ export class Trace implements RequestTrace {
   private readonly timestamps: boolean;
   private records: string[] | undefined;
   private readonly group: TraceGroup;
+  /** Holds on the request's release (hold()); REQUEST_END and end() wait for the last. */
+  private holds = 0;
+  private endHeld = false;
+  private requestEndHeld = false;
 
   /**
    * A sampled trace (`parent` a sink and the id allocator its children draw from), or a child of
@@ -82,6 +86,10 @@ export class Trace implements RequestTrace {
 
   stamp(activity: TraceActivity, ns: bigint): void {
     if (!this.timestamps || !this.records) return;
+    if (activity === 'REQUEST_END' && this.holds > 0) {
+      this.requestEndHeld = true;
+      return;
+    }
     this.records.push(`{"id":${this.id},"timestamps":[{"name":"${activity}","ns":${ns}}]}`);
   }
 
@@ -93,8 +101,32 @@ export class Trace implements RequestTrace {
 
   end(): void {
     if (!this.records) return;
+    if (this.holds > 0) {
+      this.endHeld = true;
+      return;
+    }
     this.records = undefined;
     this.group.leave();
+  }
+
+  hold(): () => void {
+    if (!this.records) return () => undefined;
+    this.holds += 1;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.holds -= 1;
+      if (this.holds > 0) return;
+      if (this.requestEndHeld) {
+        this.requestEndHeld = false;
+        this.stamp('REQUEST_END', process.hrtime.bigint());
+      }
+      if (this.endHeld) {
+        this.endHeld = false;
+        this.end();
+      }
+    };
   }
 }
 

@@ -298,7 +298,7 @@ describe('an ensemble with a decoupled step', () => {
     expect(data.map((e) => fromI32(e.res.outputs.find((o) => o.name === 'OUT')!.data)[0])).toEqual([11, 21, 31]);
     expect(data.map((e) => fromI32(e.res.outputs.find((o) => o.name === 'IDX')!.data)[0])).toEqual([0, 1, 2]);
     // Each carries the request's sequence fields, as Triton's ensemble responses do.
-    for (const e of data) expect(e.res.parameters).toEqual({ sequence_end: false, sequence_id: 0, sequence_start: false });
+    for (const e of data) expect(e.res.parameters).toEqual({ sequence_id: 0n, sequence_start: false, sequence_end: false });
     expect(events.at(-1)!.final).toBe(true);
     expect(events.filter((e) => e.kind === 'error')).toEqual([]);
   });

@@ -6,7 +6,7 @@ import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { InstanceHost, ModelInstance } from '../../src/backends/backend.js';
+import type { ExecResult, InstanceHost, ModelInstance } from '../../src/backends/backend.js';
 import { pythonBackend } from '../../src/backends/python/backend.js';
 import type { PythonInstance } from '../../src/backends/python/instance.js';
 import { defaultInterpreter } from '../../src/backends/python/interpreter.js';
@@ -133,6 +133,41 @@ describe('a Python instance', () => {
     }
   });
 
+  it('small batches travel with the messages, larger ones through the shared memory, in any order', async () => {
+    const inst = await start('py_identity_fp32', {
+      max_batch_size: 8,
+      input: [{ name: 'INPUT0', data_type: 'TYPE_FP32', dims: [-1] }],
+      output: [{ name: 'OUTPUT0', data_type: 'TYPE_FP32', dims: [-1] }],
+    });
+    // [elements, requests in the batch] around the 16 KiB a message carries itself: one request
+    // at and past it, and batches of two whose sum is at and past it, alternating.
+    const cases = [
+      [4096, 1],
+      [4097, 1],
+      [16, 1],
+      [2048, 2],
+      [2049, 2],
+      [4095, 1],
+      [1 << 16, 2],
+      [3, 2],
+    ] as const;
+    for (const [n, count] of cases) {
+      const reqs = Array.from({ length: count }, (_, k) => {
+        const x = new Float32Array(n).map((_, i) => i * 0.25 + k * 1000);
+        return {
+          inputs: [{ name: 'INPUT0', datatype: 'FP32' as const, shape: [1, n], data: new Uint8Array(x.buffer) }],
+          outputs: ['OUTPUT0'],
+        };
+      });
+      const r = await submit(inst, reqs, count).result;
+      reqs.forEach((req, k) => {
+        const out = (r.responses![k] as { data: Uint8Array; dims: number[] }[])[0]!;
+        expect(out.dims).toEqual([1, n]);
+        expect(Buffer.from(out.data).equals(Buffer.from(req.inputs[0]!.data))).toBe(true);
+      });
+    }
+  });
+
   it('BLS: the model calls the host; outputs come back into the model, errors keep their code', async () => {
     const calls: InferRequest[] = [];
     const host: InstanceHost = {
@@ -166,7 +201,13 @@ describe('a Python instance', () => {
       id: 'q',
       parameters: params,
     });
-    const ok = await submit(inst, [req({}), req({ target: 'missing' })], 2).result;
+    // Two executions at once: the second runs behind the first (its BLS traffic attached).
+    const [ok, again] = await Promise.all([
+      submit(inst, [req({}), req({ target: 'missing' })], 2).result,
+      submit(inst, [req({})], 1).result,
+    ]);
+    expect(fromI32((again.responses![0] as { data: Uint8Array }[])[1]!.data)).toEqual(x.map((v) => v - 2));
+    calls.pop();
     expect(calls.map((c) => [c.modelName, c.id, c.modelVersion])).toEqual([
       ['simple', 'bls-q', ''],
       ['missing', 'bls-q', ''],
@@ -209,9 +250,7 @@ describe('a Python instance', () => {
     await new Promise((r) => setTimeout(r, 150));
     process.kill(Number(before), 'SIGKILL');
     const err = await expectServalErrorAsync(running, 'INTERNAL');
-    expect(err.message).toBe(
-      "Failed to process the request(s) for model instance 'py_errors_0_0', message: Stub process 'py_errors_0_0' is not healthy.",
-    );
+    expect(err.message).toBe("Stub process 'py_errors_0_0' is not healthy.");
     const after = await pidOf();
     expect(after).not.toBe(before);
     expect(lines.some((l) => /Stub process is unhealthy and it will be restarted/.test(l) && /killed by SIGKILL/.test(l))).toBe(true);
@@ -219,6 +258,38 @@ describe('a Python instance', () => {
     await expectServalErrorAsync(submit(inst, [mode('crash')], 1).result, 'INTERNAL');
     expect(await pidOf()).not.toBe(after);
     expect(restarts).toBe(2);
+  });
+
+  it('a second execution goes to the stub behind the running one; if the stub dies it runs on the next', async () => {
+    const inst = await start('py_errors', {
+      max_batch_size: 8,
+      input: [{ name: 'MODE', data_type: 'TYPE_STRING', dims: [1] }],
+      output: [{ name: 'OUT', data_type: 'TYPE_STRING', dims: [1] }],
+    });
+    expect(inst.capacity).toBe(2);
+    const mode = (m: string) => ({
+      batchSize: 1,
+      inputs: [{ name: 'MODE', datatype: 'BYTES' as const, shape: [1, 1], data: joinBytes([m]) }],
+      outputs: ['OUT'],
+    });
+    const pidIn = (r: ExecResult): string =>
+      Buffer.from((r.responses![0] as { data: Uint8Array }[])[0]!.data)
+        .subarray(4)
+        .toString();
+    // Both answered, in order, by the same stub.
+    const [a, b] = await Promise.all([submit(inst, [mode('sleep')], 1).result, submit(inst, [mode('ok')], 1).result]);
+    const first = pidIn(a);
+    expect(pidIn(b)).toBe(first);
+    // The stub dies while the first runs: it fails; the one behind it had not started and is
+    // answered by the new stub.
+    const running = submit(inst, [mode('sleep')], 1).result;
+    const behind = submit(inst, [mode('ok')], 1).result;
+    await new Promise((r) => setTimeout(r, 150));
+    process.kill(Number(first), 'SIGKILL');
+    await expectServalErrorAsync(running, 'INTERNAL');
+    const after = pidIn(await behind);
+    expect(after).not.toBe(first);
+    expect(after).toBe(String(inst.stubPid));
   });
 
   it('close() runs finalize and ends the stub', async () => {

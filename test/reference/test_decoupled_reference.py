@@ -80,11 +80,6 @@ XFAIL_ENSEMBLE_ORDER = pytest.mark.xfail(
     reason="known: Triton lists an ensemble's outputs in the iteration order of an unordered_map "
     "(libstdc++ hashing), Serval in the config's (or request's) order; clients read outputs by name",
 )
-XFAIL_OPTIMIZATION = pytest.mark.xfail(
-    strict=True,
-    reason="known, not yet done (the config long tail): Triton fills a Python model's config JSON "
-    "with an `optimization` block of defaults; Serval prints none",
-)
 XFAIL_MAX_INFLIGHT = pytest.mark.xfail(
     strict=True,
     reason="2.73 wins: ensemble_scheduling.max_inflight_requests is a field of 2.73's "
@@ -452,7 +447,7 @@ def _without_max_inflight(cfg):
     return cfg
 
 
-@pytest.mark.parametrize("model", ENSEMBLES + [pytest.param("repeat_int32", marks=XFAIL_OPTIMIZATION)])
+@pytest.mark.parametrize("model", ENSEMBLES + ["repeat_int32"])
 def test_config_json(triton, serval, model):
     t, s = both(config, triton, serval, model)
     assert _without_max_inflight(s) == _without_max_inflight(t)

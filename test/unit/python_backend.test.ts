@@ -11,7 +11,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { ExecResult, Execution } from '../../src/backends/backend.js';
 import { onnxRuntimeBackend } from '../../src/backends/onnxruntime/backend.js';
 import { pythonBackend } from '../../src/backends/python/backend.js';
-import { encodeFrame, FrameReader } from '../../src/backends/python/channel.js';
+import { encodeFrame, encodeFrameBuffer, FrameReader } from '../../src/backends/python/channel.js';
 import { oneLine } from '../../src/backends/python/instance.js';
 import { defaultInterpreter, interpreterProblem, modelInterpreter } from '../../src/backends/python/interpreter.js';
 import { placePythonModel } from '../../src/backends/python/placement.js';
@@ -52,6 +52,27 @@ describe('the control channel framing', () => {
     }
     // 64-bit integers are written exactly (a request parameter may be one).
     expect(Buffer.from(encodeFrame({ t: 'x', v: 2n ** 60n })[1]!).toString('utf8')).toContain('1152921504606846976');
+  });
+
+  it('writes the same frame as one buffer, JSON fast path or not', () => {
+    const att = [Buffer.from([9, 8]), Buffer.from([7])];
+    for (const msg of [
+      { t: 'exec', seq: 3, reqs: [{ id: 'é', params: { a: 1.5, b: true, c: 'x' }, ins: [['IN', 'FP32', [1, 4], 0, 16]] }] },
+      { t: 'exec', params: { big: 2n ** 60n } },
+      { t: 'exec', params: { neg: -0 } },
+    ]) {
+      const one = encodeFrameBuffer(msg);
+      expect(one.equals(Buffer.concat(encodeFrame(msg)))).toBe(true);
+      expect(encodeFrameBuffer(msg, att).equals(Buffer.concat(encodeFrame(msg, att)))).toBe(true);
+    }
+    // The careful path keeps what plain JSON.stringify would lose.
+    const text = (m: Record<string, unknown>) =>
+      encodeFrameBuffer({ t: 'x', ...m })
+        .subarray(8)
+        .toString('utf8');
+    expect(text({ v: 2n ** 60n })).toContain('1152921504606846976');
+    expect(text({ v: -0 })).toContain('-0.0');
+    expect(text({ v: [1, { w: -0 }] })).toContain('-0.0');
   });
 
   it('refuses a message without a type', () => {

@@ -142,12 +142,6 @@ describe('resolveConfig', () => {
       'priority queue policy must have priority level in range [1, 2] for m',
     ],
     [
-      'iterative sequences (sequence batching is test/unit/sequence_config.test.ts)',
-      (c) => (c.sequence_batching = { iterative_sequence: true }),
-      "model 'm': sequence_batching.iterative_sequence is not supported by Serval",
-      'UNSUPPORTED',
-    ],
-    [
       'ensemble scheduling on a platform other than ensemble',
       (c) => (c.ensemble_scheduling = {}),
       "ensemble scheduling cannot be set for model 'm' whose platform is not ensemble",

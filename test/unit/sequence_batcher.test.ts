@@ -470,11 +470,11 @@ describe('sequence errors', () => {
       "inference request for sequence 42 to model 'seq' must specify the START flag on the first request of the sequence",
     );
     expect(admitted).toBe(0);
-    await batcher.enqueue({ ...req('abc', 1, { start: true, end: true }), admitted: () => admitted++ });
+    await batcher.enqueue({ ...req(43, 1, { start: true, end: true }), admitted: () => admitted++ });
     expect(admitted).toBe(1);
-    e = await expectServalErrorAsync(batcher.enqueue(req('abc', 1)), 'INVALID_ARG');
+    e = await expectServalErrorAsync(batcher.enqueue(req(43, 1)), 'INVALID_ARG');
     expect(e.message).toBe(
-      "inference request for sequence abc to model 'seq' must specify the START flag on the first request of the sequence",
+      "inference request for sequence 43 to model 'seq' must specify the START flag on the first request of the sequence",
     );
   });
 
@@ -619,11 +619,22 @@ describe('CORRID control types', () => {
   it('carries a string correlation ID in a TYPE_STRING control and narrows numeric ones', async () => {
     let s = setup({ corridType: 'TYPE_STRING', controls: ['CORRID'] });
     await s.batcher.enqueue(req('session-7', 1, { start: true, end: true }));
-    await s.batcher.enqueue(req(99, 1, { start: true, end: true }));
-    expect(s.log.map((e) => e.rows[0]!.corrid)).toEqual(['session-7', '99']);
+    expect(s.log.map((e) => e.rows[0]!.corrid)).toEqual(['session-7']);
     s = setup({ corridType: 'TYPE_INT32', controls: ['CORRID'] });
     await s.batcher.enqueue(req(2 ** 32 + 5, 1, { start: true, end: true }));
-    await s.batcher.enqueue(req('text', 1, { start: true, end: true }));
-    expect(s.log.map((e) => e.rows[0]!.corrid)).toEqual([5n, 0n]);
+    expect(s.log.map((e) => e.rows[0]!.corrid)).toEqual([5n]);
+  });
+
+  it("refuses a correlation ID of the other kind with Triton's text, before it takes a slot", async () => {
+    const str = setup({ corridType: 'TYPE_STRING', controls: ['CORRID'] });
+    const e1 = await expectServalErrorAsync(str.batcher.enqueue(req(99, 1, { start: true })), 'INVALID_ARG');
+    expect(e1.message).toMatch(/^sequence batching control 'CORRID' data-type is 'UINT64', but model '.*' expects 'BYTES'$/);
+    const int = setup({ corridType: 'TYPE_INT32', controls: ['CORRID'] });
+    const e2 = await expectServalErrorAsync(int.batcher.enqueue(req('text', 1, { start: true })), 'INVALID_ARG');
+    expect(e2.message).toMatch(/^sequence batching control 'CORRID' data-type is 'BYTES', but model '.*' expects 'INT32'$/);
+    // Neither took a slot nor ran: the right kind still runs at once.
+    await int.batcher.enqueue(req(7, 1, { start: true, end: true }));
+    expect(int.log.map((e) => e.rows[0]!.corrid)).toEqual([7n]);
+    expect(str.log).toEqual([]);
   });
 });

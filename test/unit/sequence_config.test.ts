@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { autoCompleteConfig } from '../../src/backends/onnxruntime/autocomplete.js';
 import type { IoSignature, ModelSignature } from '../../src/config/signature.js';
 import type { ModelConfig, ModelSequenceBatching } from '../../src/config/types.js';
+import { validateModelConfig } from '../../src/config/validate_config.js';
 import { readInitialStates, sequenceParameters } from '../../src/model/sequence_params.js';
 import { expectServalError, expectServalErrorAsync } from '../helpers/errors.js';
 import { resolveForTest } from '../helpers/resolve.js';
@@ -47,6 +48,7 @@ function signature(controls: Record<string, string>, maxBatch = 8): ModelSignatu
 const ALL = { START: 'INT32', READY: 'FP32', CORRID: 'UINT64' };
 const resolve = (sb: ModelSequenceBatching, controls: Record<string, string> = ALL, maxBatch = 8) =>
   resolveForTest(config(sb, maxBatch), { signature: signature(controls, maxBatch) });
+const validateError = (sb: ModelSequenceBatching): string => expectServalError(() => validateModelConfig(config(sb), 'seq')).message;
 
 describe('sequence_batching policy', () => {
   it('direct: one slot per batch row, controls with their false/true values, state with zero initial value', () => {
@@ -227,6 +229,39 @@ describe("sequence_batching errors (Triton's texts)", () => {
     });
   }
 
+  // Triton's ValidateModelConfig: when the repository is polled, before any version folder.
+  const pollTime = cases.slice(
+    0,
+    cases.findIndex(([what]) => what === 'oldest without candidates'),
+  );
+  it.each(pollTime)('refuses %s at poll time, with neither model file nor versions', (_what, sb, message) => {
+    expect(expectServalError(() => validateModelConfig(config(sb), 'seq'), 'INVALID_ARG').message).toBe(message);
+  });
+
+  it("reports the first problem in Triton's order: kind by kind (START, END, READY, CORRID), not entry by entry", () => {
+    const badEnd = { name: 'END', control: [{ kind: 'CONTROL_SEQUENCE_END' as const, int32_false_true: [0] }] };
+    const badStart = { name: 'START', control: [{ kind: 'CONTROL_SEQUENCE_START' as const, fp32_false_true: [0, 1, 2] }] };
+    const badCorrid = { name: 'CORRID', control: [{ kind: 'CONTROL_SEQUENCE_CORRID' as const, data_type: 'TYPE_FP32' as const }] };
+    // The END entry comes first, but Triton checks every START control before any END control.
+    expect(validateError({ control_input: [badCorrid, badEnd, badStart] })).toBe(
+      "sequence batching control 'fp32_false_true' must have exactly 2 entries for CONTROL_SEQUENCE_START for seq",
+    );
+    expect(validateError({ control_input: [badCorrid, badEnd] })).toBe(
+      "sequence batching control 'int32_false_true' must have exactly 2 entries for CONTROL_SEQUENCE_END for seq",
+    );
+    // A nameless entry anywhere is found while looking for START.
+    expect(validateError({ control_input: [START, badEnd, { control: START.control }] })).toBe(
+      'sequence batching control tensor must have a name for seq',
+    );
+    // The controls come before the strategy.
+    expect(validateError({ control_input: [badCorrid], oldest: { preferred_batch_size: [0] } })).toMatch(
+      /^unexpected data type for control/,
+    );
+    expect(() =>
+      validateModelConfig(config({ control_input: [START, READY, CORRID], oldest: { preferred_batch_size: [8] } }), 'seq'),
+    ).not.toThrow();
+  });
+
   it('refuses control and state tensors that are also configured inputs (the batcher provides them)', () => {
     const withInput = (name: string): ModelConfig => ({
       ...config({ control_input: [START], state: [STATE] }),
@@ -241,9 +276,15 @@ describe("sequence_batching errors (Triton's texts)", () => {
     }
   });
 
-  it('does not support iterative sequences or growable state memory', () => {
-    expectServalError(() => resolve({ iterative_sequence: true }), 'UNSUPPORTED');
+  it('does not support growable state memory', () => {
     expectServalError(() => resolve({ state: [{ ...STATE, use_growable_memory: true }] }), 'UNSUPPORTED');
+  });
+
+  it('marks an iterative sequence in the policy, with either strategy', () => {
+    const sb = { control_input: [START, READY, CORRID], state: [STATE] };
+    expect(resolve({ ...sb, iterative_sequence: true }).sequence!.iterative).toBe(true);
+    expect(resolve({ ...sb, iterative_sequence: true, oldest: { max_candidate_sequences: 2 } }).sequence!.iterative).toBe(true);
+    expect(resolve(sb).sequence!.iterative).toBeUndefined();
   });
 });
 

@@ -49,6 +49,8 @@ export async function pythonAutoComplete(config: ModelConfig, modelPath: string,
   try {
     return await answer;
   } finally {
+    // The stub waits for this before it exits, so its exit never overtakes its answer.
+    if (stub.alive) stub.send({ t: 'fin' });
     await stub.stop(5000);
   }
 }

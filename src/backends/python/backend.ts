@@ -61,6 +61,7 @@ export function pythonBackend(opts: PythonBackendOptions): Backend<PythonSetting
         host,
         log: opts.log,
         decoupled: settings.decoupled,
+        iterative: settings.iterative,
         args: {
           model_config: settings.modelConfigJson,
           model_instance_kind: placement.kind === 'KIND_GPU' ? 'GPU' : 'CPU',

@@ -5,14 +5,17 @@
 // positioned write puts it into the "to stub" file; an `exec` message gives each request's share
 // of every input (offsets, shapes, id, parameters, requested outputs); the stub calls the model's
 // execute() with numpy views over the file, writes every response's outputs into the "from stub"
-// file and answers `done` with their offsets; one positioned read takes them back.
+// file and answers `done` with their offsets; one positioned read takes them back. A batch of up
+// to INLINE_BYTES travels attached to `exec` instead, and outputs that small come attached to
+// `done` (the offsets are then into the attached bytes).
 //
 // BLS: the stub sends `bls` with its inputs in the "from stub" file; the request runs through the
 // server (InstanceHost.infer, the target model's checks and scheduler) and its outputs go into the
 // "to stub" file after the execution's inputs, the answer to `bls_done`. A BLS request made outside
 // a non-decoupled execute() (a decoupled model's, or a stream: exec(decoupled=True)) carries its
 // tensors attached to the messages both ways instead, and a stream is answered by one `bls_done`
-// per response.
+// per response. A sampled request's `exec` entry has a key (`tk`); a BLS call that names it
+// (InferenceRequest(trace=request.trace())) runs under a child of that request's trace.
 //
 // A decoupled model: each request of `exec` has a key; the model's responses come as `resp`
 // messages with that key and their tensors attached, any time until the final one (after `done`,
@@ -20,9 +23,11 @@
 import type { InstancePlacement } from '../../config/resolved.js';
 import type { Cancellation } from '../../kernel/cancel.js';
 import { scrubPaths } from '../../kernel/confine.js';
+import { type MetricKind, pythonCustomMetrics } from '../../kernel/custom_metrics.js';
 import { isDataType } from '../../kernel/datatypes.js';
 import { asServalError, type ErrorCode, ServalError } from '../../kernel/errors.js';
 import type { Logger } from '../../kernel/log.js';
+import type { RequestTrace } from '../../kernel/trace.js';
 import type { InferRequest, InferResponse, Params } from '../../kernel/types.js';
 import type {
   ExecLayout,
@@ -50,6 +55,10 @@ interface RequestSpec {
   outs: string[];
   ins: TensorSpec[];
   rk?: number;
+  /** Keys a non-decoupled request whose client can cancel it (its is_cancelled()). */
+  ck?: number;
+  /** Keys a sampled request's trace: its request.trace(), which BLS calls name to be traced. */
+  tk?: number;
 }
 
 interface Running {
@@ -58,12 +67,18 @@ interface Running {
   reject: (e: Error) => void;
   /** The keys of its decoupled requests. */
   keys: number[];
+  /** A decoupled request's key → its index in the execution's requests. */
+  rows: Map<number, number>;
+  /** Sends its `exec` (again, to a restarted stub, when it was sent behind one that died). */
+  send?: (stub: StubProcess) => void;
 }
 
 /** A decoupled model's request that the stub may still answer. */
 interface OpenRequest {
   channel: ResponseChannel;
   cancellation: Cancellation | undefined;
+  /** Its trace's key in PythonInstance.traces. */
+  tk?: number;
 }
 
 export interface PythonInstanceOptions {
@@ -75,9 +90,16 @@ export interface PythonInstanceOptions {
   log: Logger;
   /** The model is decoupled: its responses come through the requests' senders. */
   decoupled?: boolean;
+  /** sequence_batching.iterative_sequence: a request the model releases with RESCHEDULE runs again. */
+  iterative?: boolean;
 }
 
 const INITIAL_SHM = 1 << 20;
+/**
+ * Inputs (and, in the stub, outputs) of up to this many bytes travel attached to the `exec`
+ * (`done`) message: one socket write each way instead of a positioned write and read as well.
+ */
+const INLINE_BYTES = 16 << 10;
 const ALIGN = 64;
 const ZEROS = new Uint8Array(ALIGN);
 const align = (n: number): number => Math.ceil(n / ALIGN) * ALIGN;
@@ -106,21 +128,36 @@ function describeExit(e: StubExit): string {
 }
 
 export class PythonInstance implements ModelInstance {
-  /** The stub runs one execute() at a time; batches wait in the scheduler, where they can form. */
-  readonly capacity = 1;
+  /**
+   * The stub runs one execute() at a time. Without dynamic batching (the scheduler gives such
+   * models one execution per instance) a second one is accepted behind it: a small one goes to
+   * the stub at once, which starts it as soon as the first returns (no idle stub waiting for the
+   * main thread between the two); a larger one (or a decoupled model's) waits here and goes the
+   * moment the running one is done.
+   */
+  readonly capacity = 2;
   onRestart?: () => void;
   private stub: StubProcess | undefined;
   private restarting: Promise<StubProcess> | undefined;
   private running: Running | undefined;
-  private busy = false;
+  /** The execution sent to the stub behind the running one (see capacity). */
+  private behind: Running | undefined;
+  /** Executions at the stub (or on their way there). */
+  private atStub = 0;
+  /** The execution waiting behind the running one. */
+  private held: { start: () => void; fail: (e: Error) => void } | undefined;
   private closed = false;
   private seq = 0;
   /** Where the next BLS response goes in the "to stub" file: after the execution's inputs. */
   private blsTop = 0;
-  private staging = Buffer.allocUnsafe(INITIAL_SHM);
+  /** Input buffers of the running and the held execution (the second made on first use). */
+  private readonly staging = [Buffer.allocUnsafe(INITIAL_SHM), Buffer.alloc(0)];
+  private readonly stagingUsed = [false, false];
   /** A decoupled model's requests not yet ended, by key. */
   private readonly open = new Map<number, OpenRequest>();
   private lastKey = 0;
+  /** Traces of the sampled requests the model holds, by key (RequestSpec.tk), for its traced BLS calls. */
+  private readonly traces = new Map<number, RequestTrace>();
 
   private constructor(
     readonly placement: InstancePlacement,
@@ -190,8 +227,10 @@ export class PythonInstance implements ModelInstance {
           const prefix = m.t === 'init_error' ? 'failed to initialize Python stub: ' : '';
           fail(interpreterProblem(interpreter, { message: prefix + oneLine(String(m.msg)), missing: m.missing as string | null }));
         } else if (m.t === 'log') this.logLine(m);
+        else if (m.t === 'metric') this.metric(stub, m);
       };
       void stub.exited.then((e) => {
+        pythonCustomMetrics.release(stub);
         if (!settled) {
           fail(
             e.spawnError
@@ -217,6 +256,22 @@ export class PythonInstance implements ModelInstance {
     else if (m.t === 'done') this.finish(m);
     else if (m.t === 'bls') void this.bls(stub, m);
     else if (m.t === 'log') this.logLine(m);
+    else if (m.t === 'metric') this.metric(stub, m);
+  }
+
+  /** A custom metric operation of the model (pb_utils.MetricFamily / Metric); answered when it has an id. */
+  private metric(stub: StubProcess, m: StubMessage): void {
+    const metrics = pythonCustomMetrics;
+    let reply: Record<string, unknown> | undefined;
+    if (m.op === 'family') {
+      const err = metrics.family(stub, String(m.name), String(m.help ?? ''), m.kind as MetricKind);
+      reply = err ? { err } : {};
+    } else if (m.op === 'metric') {
+      reply = metrics.metric(stub, String(m.family), (m.labels ?? {}) as Record<string, string>, (m.buckets ?? null) as number[] | null);
+    } else if (m.op === 'value') {
+      reply = { value: metrics.value(String(m.key)) ?? 0 };
+    } else metrics.update(String(m.key), String(m.op), Number(m.value));
+    if (reply && m.id !== undefined) stub.send({ t: 'metric_done', id: m.id, ...reply });
   }
 
   private logLine(m: StubMessage): void {
@@ -233,16 +288,27 @@ export class PythonInstance implements ModelInstance {
     if (stub !== this.stub) return;
     this.stub = undefined;
     const running = this.running;
+    const behind = this.behind;
     this.running = undefined;
-    running?.reject(this.failure(this.unhealthy()));
-    this.endOpen(this.failure(this.unhealthy()));
+    this.behind = undefined;
+    // Triton's text for it, bare (no "Failed to process ..." around it).
+    running?.reject(ServalError.internal(this.unhealthy()));
+    this.endOpen(ServalError.internal(this.unhealthy()));
     if (this.closed) return;
     this.opts.log.error('Stub process is unhealthy and it will be restarted.', {
       model: this.opts.args.model_name,
       instance: this.name,
       exit: describeExit(e),
     });
-    void this.restart().catch(() => undefined);
+    // An execution sent behind the one that died had not started: it runs on the new stub.
+    void this.restart().then(
+      (s) => {
+        if (!behind) return;
+        this.running = behind;
+        behind.send?.(s);
+      },
+      (err: unknown) => behind?.reject(this.failure(`${this.unhealthy()} Restarting it failed: ${(err as Error).message}`)),
+    );
   }
 
   private restart(): Promise<StubProcess> {
@@ -284,48 +350,119 @@ export class PythonInstance implements ModelInstance {
 
   reserve(byteLength: number): Reservation {
     if (this.closed) throw ServalError.internal(`instance ${this.name} is closed`);
-    if (this.busy) throw ServalError.internal(`instance ${this.name} already has an execution`);
-    if (this.staging.byteLength < byteLength) this.staging = Buffer.allocUnsafe(align(byteLength));
-    this.busy = true;
+    const slot = this.stagingUsed.indexOf(false);
+    if (slot < 0) throw ServalError.internal(`instance ${this.name} already has an execution`);
+    if (this.staging[slot]!.byteLength < byteLength) this.staging[slot] = Buffer.allocUnsafe(align(byteLength));
+    const buffer = this.staging[slot]!;
+    this.stagingUsed[slot] = true;
     let open = true;
     const close = (): void => {
       if (!open) throw ServalError.internal(`a reservation of instance ${this.name} was used twice`);
       open = false;
     };
+    const free = (): void => {
+      this.stagingUsed[slot] = false;
+    };
     return {
-      buffer: this.staging.subarray(0, byteLength),
+      buffer: buffer.subarray(0, byteLength),
       execute: (layout) => {
         close();
-        const result = this.run(layout, byteLength).finally(() => {
-          this.busy = false;
+        const go = (behind: boolean): Promise<ExecResult> => {
+          this.atStub++;
+          return this.run(layout, byteLength, buffer, behind).finally(() => {
+            free();
+            if (--this.atStub > 0) return;
+            const next = this.held;
+            this.held = undefined;
+            next?.start();
+          });
+        };
+        if (this.atStub === 0) return { result: go(false), held: false, withdraw: () => false } satisfies Execution;
+        // Behind a running one: needs no shared memory of its own (inputs attached to the
+        // message, outputs and BLS traffic attached too), so the stub can take it at once.
+        if (byteLength <= INLINE_BYTES && !this.opts.decoupled && !this.opts.iterative && !this.held) {
+          return { result: go(true), held: false, withdraw: () => false } satisfies Execution;
+        }
+        let waiting: NonNullable<typeof this.held> | undefined;
+        const result = new Promise<ExecResult>((resolve, reject) => {
+          waiting = {
+            start: () => void go(false).then(resolve, reject),
+            fail: (e) => {
+              free();
+              reject(e);
+            },
+          };
         });
-        return { result, held: false, withdraw: () => false } satisfies Execution;
+        this.held = waiting;
+        const withdraw = (): boolean => {
+          if (!waiting || this.held !== waiting) return false;
+          this.held = undefined;
+          waiting.fail(ServalError.cancelled('execution withdrawn before it started'));
+          return true;
+        };
+        return { result, held: true, withdraw } satisfies Execution;
       },
       release: () => {
         if (!open) return;
         close();
-        this.busy = false;
+        free();
       },
     };
   }
 
-  private async run(layout: ExecLayout, inputBytes: number): Promise<ExecResult> {
+  /** `behind`: sent while another execution runs (small inputs, outputs and BLS attached: the shared memory stays the running one's). */
+  private async run(layout: ExecLayout, inputBytes: number, staging: Buffer, sentBehind: boolean): Promise<ExecResult> {
     const stub = await this.liveStub();
-    this.toStub.write(this.staging.subarray(0, inputBytes), 0);
-    this.blsTop = align(inputBytes);
+    // Behind one still running: a stub restart in between may have ended that one.
+    const behind = sentBehind && this.running !== undefined;
+    // Small inputs go attached to the message; their staging buffer is not reused before the stub
+    // has read it (it is free again at this execution's `done`).
+    const inline = inputBytes <= INLINE_BYTES;
+    if (!inline) this.toStub.write(staging.subarray(0, inputBytes), 0);
+    if (!behind) this.blsTop = align(inputBytes);
     const seq = ++this.seq;
     const reqs = this.describe(layout);
     const keys: number[] = [];
+    const rows = new Map<number, number>();
+    // A non-decoupled request hears of its client's cancel while it runs, as in Triton.
+    const watched: Cancellation[] = [];
+    // A sampled request's trace is known until it is answered (a decoupled one's final response).
+    const traced: number[] = [];
     layout.requests?.forEach((r, i) => {
-      if (!r.responses) return;
+      let tk: number | undefined;
+      if (r.trace) {
+        tk = ++this.lastKey;
+        reqs[i]!.tk = tk;
+        this.traces.set(tk, r.trace);
+        if (!r.responses) traced.push(tk);
+      }
+      if (!r.responses) {
+        const c = r.cancellation;
+        if (!c) return;
+        const ck = ++this.lastKey;
+        reqs[i]!.ck = ck;
+        watched.push(c);
+        const cancel = (): void => this.stub?.send({ t: 'cancel', rk: ck });
+        if (c.cancelled) queueMicrotask(cancel);
+        else c.onCancel(cancel);
+        return;
+      }
       const rk = ++this.lastKey;
       reqs[i]!.rk = rk;
       keys.push(rk);
-      this.open.set(rk, { channel: r.responses, cancellation: r.cancellation });
+      rows.set(rk, i);
+      this.open.set(rk, { channel: r.responses, cancellation: r.cancellation, ...(tk !== undefined && { tk }) });
     });
-    return new Promise<ExecResult>((resolve, reject) => {
-      this.running = { seq, resolve, reject, keys };
-      stub.send({ t: 'exec', seq, size: this.toStub.size, reqs });
+    const result = new Promise<ExecResult>((resolve, reject) => {
+      const send = (to: StubProcess, q: boolean): void =>
+        to.send(
+          { t: 'exec', seq, size: this.toStub.size, reqs, ...(q && { q: true }) },
+          inline && inputBytes > 0 ? [staging.subarray(0, inputBytes)] : undefined,
+        );
+      const r: Running = { seq, resolve, reject, keys, rows, send: (to) => send(to, false) };
+      if (behind) this.behind = r;
+      else this.running = r;
+      send(stub, behind);
       // A running decoupled request hears of its client's cancel (the model's is_cancelled()).
       for (const rk of keys) {
         const c = this.open.get(rk)!.cancellation;
@@ -333,6 +470,11 @@ export class PythonInstance implements ModelInstance {
         if (c?.cancelled) cancel();
         else c?.onCancel(cancel);
       }
+    });
+    if (!watched.length && !traced.length) return result;
+    return result.finally(() => {
+      for (const c of watched) c.onCancel(undefined);
+      for (const tk of traced) this.traces.delete(tk);
     });
   }
 
@@ -364,7 +506,9 @@ export class PythonInstance implements ModelInstance {
   }
 
   private forget(rk: number): void {
-    this.open.get(rk)?.cancellation?.onCancel(undefined);
+    const open = this.open.get(rk);
+    open?.cancellation?.onCancel(undefined);
+    if (open?.tk !== undefined) this.traces.delete(open.tk);
     this.open.delete(rk);
   }
 
@@ -398,7 +542,8 @@ export class PythonInstance implements ModelInstance {
   private finish(m: StubMessage): void {
     const running = this.running;
     if (!running || m.seq !== running.seq) return;
-    this.running = undefined;
+    this.running = this.behind;
+    this.behind = undefined;
     if (typeof m.fail === 'string') {
       // Its decoupled requests end with this error (the scheduler's), not with the model's later sends.
       for (const rk of running.keys) this.forget(rk);
@@ -410,14 +555,37 @@ export class PythonInstance implements ModelInstance {
     }
     if (running.keys.length) {
       // A decoupled model's execute() returned: its responses come (or came) as `resp`.
-      running.resolve({ outputs: [], computeInputNs: Number(m.tin), computeInferNs: Number(m.tinfer), computeOutputNs: Number(m.tout) });
+      const rescheduled: number[] = [];
+      for (const rk of (m.resched ?? []) as number[]) {
+        const open = this.open.get(rk);
+        if (!open) continue;
+        // Its next execution gives it a new key; the channel stays the request's.
+        this.forget(rk);
+        if (this.opts.iterative) rescheduled.push(running.rows.get(rk)!);
+        else open.channel.send(notRescheduling(), true);
+      }
+      running.resolve({
+        outputs: [],
+        ...(rescheduled.length > 0 && { rescheduled }),
+        computeInputNs: Number(m.tin),
+        computeInferNs: Number(m.tinfer),
+        computeOutputNs: Number(m.tout),
+      });
       return;
     }
     try {
       const lo = m.lo as number;
       const hi = m.hi as number;
-      const bytes = hi > lo ? this.fromStub.read(lo, hi - lo) : Buffer.alloc(0);
-      const responses = (m.resps as { err?: { msg: string; code: string }; outs?: TensorSpec[] }[]).map((r): ExecOutput[] | Error => {
+      // Small outputs come attached to the message, larger ones through the "from stub" file.
+      const bytes = m.bin ?? (hi > lo ? this.fromStub.read(lo, hi - lo) : Buffer.alloc(0));
+      const rescheduled: number[] = [];
+      type Resp = { err?: { msg: string; code: string }; outs?: TensorSpec[]; resched?: boolean };
+      const responses = (m.resps as Resp[]).map((r, i): ExecOutput[] | Error => {
+        if (r.resched) {
+          if (!this.opts.iterative) return notRescheduling();
+          rescheduled.push(i);
+          return [];
+        }
         if (r.err) return stubError(r.err);
         const outs: ExecOutput[] = [];
         for (const [name, datatype, shape, offset, length] of r.outs ?? []) {
@@ -429,6 +597,7 @@ export class PythonInstance implements ModelInstance {
       running.resolve({
         outputs: [],
         responses,
+        ...(rescheduled.length > 0 && { rescheduled }),
         computeInputNs: Number(m.tin),
         computeInferNs: Number(m.tinfer),
         computeOutputNs: Number(m.tout),
@@ -455,18 +624,24 @@ export class PythonInstance implements ModelInstance {
       failed(e);
       return;
     }
+    // InferenceRequest(trace=request.trace()) of a sampled request: a child of its trace, as in Triton.
+    const parent = typeof m.tr === 'number' ? this.traces.get(m.tr) : undefined;
     if (m.stream === true) {
-      this.opts.host.stream(req, {
-        response: (res, final) => {
-          const [outs, attached] = attach(res?.outputs ?? []);
-          reply({ outs, final, ...(res?.parameters && { params: res.parameters }) }, attached);
+      this.opts.host.stream(
+        req,
+        {
+          response: (res, final) => {
+            const [outs, attached] = attach(res?.outputs ?? []);
+            reply({ outs, final, ...(res?.parameters && { params: res.parameters }) }, attached);
+          },
+          error: (e, final) => reply({ err: { msg: e.message, code: e.code }, final }),
         },
-        error: (e, final) => reply({ err: { msg: e.message, code: e.code }, final }),
-      });
+        parent,
+      );
       return;
     }
     try {
-      const resp = await this.opts.host.infer(req);
+      const resp = await this.opts.host.infer(req, parent);
       if (stub !== this.stub) return;
       if (inline) {
         const [outs, attached] = attach(resp.outputs);
@@ -531,11 +706,26 @@ export class PythonInstance implements ModelInstance {
       await stub.stop(5000);
     }
     this.running?.reject(ServalError.unavailable(`instance ${this.name} is closed`));
+    this.behind?.reject(ServalError.unavailable(`instance ${this.name} is closed`));
     this.running = undefined;
+    this.behind = undefined;
+    const held = this.held;
+    this.held = undefined;
+    held?.fail(ServalError.unavailable(`instance ${this.name} is closed`));
     this.endOpen(ServalError.unavailable(`instance ${this.name} is closed`));
     this.toStub.close();
     this.fromStub.close();
   }
+}
+
+/**
+ * A request released with RESCHEDULE by a model that is not an iterative sequence: Triton core's
+ * refusal (2.51 aborts on it; Serval answers the request with it instead).
+ */
+function notRescheduling(): ServalError {
+  return ServalError.invalidArg(
+    'Request is released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, while the model is not configured to handle such a flag.',
+  );
 }
 
 /** An error a model answered with (InferenceResponse(error=...)), with the code it chose. */

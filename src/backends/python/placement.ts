@@ -16,6 +16,8 @@ export interface PythonSettings {
   executionEnvPath: string | undefined;
   /** model_transaction_policy.decoupled: responses go through the requests' senders. */
   decoupled: boolean;
+  /** sequence_batching.iterative_sequence: the model may reschedule its requests. */
+  iterative: boolean;
 }
 
 export function placePythonModel(config: ModelConfig): PlacedInstances<PythonSettings> {
@@ -32,7 +34,7 @@ export function placePythonModel(config: ModelConfig): PlacedInstances<PythonSet
     const kind = (g.kind ?? 'KIND_AUTO') === 'KIND_AUTO' ? 'KIND_CPU' : g.kind!;
     if (kind === 'KIND_CPU') {
       if (g.gpus?.length) {
-        throw ServalError.invalidArg(`instance group '${groupName}' of model '${name}' has kind KIND_CPU but specifies one or more GPUs`);
+        throw ServalError.invalidArg(`instance group ${groupName} of model ${name} has kind KIND_CPU but specifies one or more GPUs`); // Triton's text
       }
       for (let c = 0; c < count; c++) placements.push({ name: `${groupName}_${c}`, kind: 'KIND_CPU', deviceId: -1 });
     } else if (kind === 'KIND_GPU') {
@@ -56,6 +58,7 @@ export function placePythonModel(config: ModelConfig): PlacedInstances<PythonSet
       modelConfigJson: JSON.stringify(toTritonConfigJson({ ...config, instance_group: groups } as Record<string, unknown>)),
       executionEnvPath: env || undefined,
       decoupled: config.model_transaction_policy?.decoupled ?? false,
+      iterative: config.sequence_batching?.iterative_sequence === true,
     },
   };
 }

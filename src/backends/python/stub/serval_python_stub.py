@@ -9,9 +9,11 @@ with three file descriptors:
      ids); a decoupled model's responses and BLS traffic outside execute() carry their tensor bytes
      attached, since the shared memory below is reused by the next execution.
   4  "to stub" shared memory (a file in /dev/shm): Serval writes the inputs of each execution
-     and the outputs of BLS responses; the stub maps it and hands out numpy views of it.
+     and the outputs of BLS responses; the stub maps it and hands out numpy views of it. A small
+     execution's inputs come attached to `exec` instead (offsets into the attached bytes).
   5  "from stub" shared memory: the stub writes the outputs of each execution and the inputs of
      its BLS requests; Serval reads them with positioned reads. The stub grows it as needed.
+     Outputs of up to INLINE_BYTES also go attached to `done`, so Serval reads nothing more.
 
 Messages from Serval: init, exec, bls_done, cancel, fin. From the stub: ready, init_error, fatal,
 done, resp (a decoupled model's response), bls, log. `python3 serval_python_stub.py autocomplete` answers one autocomplete message instead
@@ -34,6 +36,13 @@ CONTROL_FD = 3
 TO_STUB_FD = 4
 FROM_STUB_FD = 5
 ALIGN = 64
+# Outputs up to this size travel attached to `done` (one socket write, read with the message)
+# rather than through a positioned read of the "from stub" file; Serval does the same for inputs.
+INLINE_BYTES = 16 << 10
+# One encoder and decoder for every message (json.dumps with options builds a new encoder per call).
+_encode_json = json.JSONEncoder(separators=(",", ":")).encode
+_decode_json = json.JSONDecoder().decode
+_HEAD = struct.Struct("<II")
 
 
 class Channel:
@@ -57,9 +66,18 @@ class Channel:
 
     def send(self, msg, attached=()):
         """Sends msg, with `attached` (bytes-like parts, in order) after it."""
-        data = json.dumps(msg, separators=(",", ":")).encode("utf-8")
+        data = _encode_json(msg).encode("utf-8")
         parts = [memoryview(p).cast("B") for p in attached if len(p)]
-        head = struct.pack("<II", len(data), sum(p.nbytes for p in parts))
+        size = sum(p.nbytes for p in parts)
+        head = _HEAD.pack(len(data), size)
+        if size <= INLINE_BYTES:
+            # A small frame: joined, one plain write (the common case, every execution's `done`).
+            frame = memoryview(b"".join((head, data, *parts)))
+            with self.send_lock:
+                n = 0
+                while n < frame.nbytes:
+                    n += os.write(self.fd, frame[n:])
+            return
         pending = [memoryview(head), memoryview(data), *parts]
         with self.send_lock:
             while pending:
@@ -80,10 +98,10 @@ class Channel:
         self.buf += chunk
         msgs = []
         while len(self.buf) >= 8:
-            n, b = struct.unpack_from("<II", self.buf, 0)
+            n, b = _HEAD.unpack_from(self.buf, 0)
             if len(self.buf) < 8 + n + b:
                 break
-            m = json.loads(bytes(self.buf[8 : 8 + n]))
+            m = _decode_json(self.buf[8 : 8 + n].decode("utf-8"))
             if b:
                 # A bytearray: numpy arrays over it are writable, as a model may expect.
                 m["bin"] = self.buf[8 + n : 8 + n + b]
@@ -98,7 +116,7 @@ class Channel:
             else:
                 for m in msgs:
                     t = m.get("t")
-                    if t == "bls_done":
+                    if t == "bls_done" or t == "metric_done":
                         stream = self.streams.get(m["id"])
                         if stream is not None:
                             stream.put(m)
@@ -156,6 +174,10 @@ class Channel:
 
 class StubError(Exception):
     """A model broke the execute() contract: reported as its message alone (no traceback)."""
+
+
+class StubCheckError(StubError):
+    """One that Triton's stub itself finds, so its text says "for model '<instance>'"."""
 
 
 class BlsStream:
@@ -282,6 +304,9 @@ class Stub:
         self.from_map = None
         self.from_size = 0
         self.from_top = 0
+        # Outputs of an execution sent behind another: attached to `done` (bytes-like parts).
+        self.out_parts = None
+        self.out_size = 0
         self.alloc_lock = threading.Lock()
         self.bls_ids = 0
         self.in_execute = False
@@ -334,6 +359,10 @@ class Stub:
         """Writes a Tensor into the "from stub" memory: [name, datatype, shape, offset, length]."""
         dt, shape, data = self.tensor_bytes(tensor)
         n = data.nbytes
+        if self.out_parts is not None:
+            self.out_parts.append(data)
+            self.out_size += n
+            return [tensor.name(), dt, shape, self.out_size - n, n]
         off, m = self.alloc(n)
         if n:
             m[off : off + n] = data
@@ -415,21 +444,16 @@ class Stub:
         return self.loop.run_until_complete(coro)
 
     # -- execution -----------------------------------------------------------------------------
-    def make_request(self, r, copy=False):
+    def make_request(self, r, copy=False, buf=None):
+        """`buf`: the bytes attached to the `exec` message (small inputs), else the "to stub" memory."""
         pb = self.pb
-        params = r["params"]
-        req = pb.InferenceRequest(
-            model_name=self.model_name,
-            requested_output_names=r["outs"],
-            inputs=[self.read_tensor(s, copy=copy) for s in r["ins"]],
-            request_id=r["id"],
-            correlation_id=params.get("sequence_id", 0),
-            model_version=self.model_version,
-            flags=(pb.TRITONSERVER_REQUEST_FLAG_SEQUENCE_START if params.get("sequence_start") else 0)
-            | (pb.TRITONSERVER_REQUEST_FLAG_SEQUENCE_END if params.get("sequence_end") else 0),
-            parameters=params,
-        )
+        inputs = [self.read_tensor(s, buf, copy=copy) for s in r["ins"]]
+        req = pb.InferenceRequest._received(self.model_name, self.model_version, r["id"], inputs, r["outs"], r["params"])
         req._rk = r.get("rk")
+        # The key Serval's cancel message names: a decoupled request's rk, a non-decoupled one's ck.
+        req._ck = r.get("ck", req._rk)
+        if "tk" in r:
+            req._trace = pb.InferenceTrace(r["tk"])
         return req
 
     def execute(self, msg):
@@ -439,9 +463,16 @@ class Stub:
         t0 = time.perf_counter_ns()
         t1 = None
         self.map_to(msg["size"])
-        self.from_top = 0
+        # An execution Serval sent behind another ("q") leaves the shared memory to that one's
+        # outputs, which Serval may still be reading: its outputs and BLS traffic go attached.
+        behind = bool(msg.get("q"))
+        if not behind:
+            self.from_top = 0
+        self.out_parts = [] if behind else None
+        self.out_size = 0
         try:
-            requests = [self.make_request(r) for r in msg["reqs"]]
+            buf = msg.get("bin")
+            requests = [self.make_request(r, buf=buf) for r in msg["reqs"]]
             t1 = time.perf_counter_ns()
             self.in_execute = True
             try:
@@ -450,28 +481,40 @@ class Stub:
                     result = self.run_coroutine(result)
             finally:
                 self.in_execute = False
+                for r in msg["reqs"]:
+                    if "ck" in r:
+                        self.chan.cancelled.discard(r["ck"])
             t2 = time.perf_counter_ns()
             out_start = (self.from_top + ALIGN - 1) & ~(ALIGN - 1)
             responses = self.responses(result, requests)
             t3 = time.perf_counter_ns()
         except StubError as e:
-            self.chan.send({"t": "done", "seq": msg["seq"], "fail": str(e), **self.ran(t0, t1)})
+            by_stub = {"stub": True} if isinstance(e, StubCheckError) else {}
+            self.chan.send({"t": "done", "seq": msg["seq"], "fail": str(e), **by_stub, **self.ran(t0, t1)})
             return
         except Exception as e:
             # An exception the model raised: worded as Triton's stub words it (stub: True).
             self.chan.send({"t": "done", "seq": msg["seq"], "fail": format_exception(e), "stub": True, **self.ran(t0, t1)})
             return
+        if behind:
+            parts, out_start, hi = self.out_parts, 0, self.out_size
+        else:
+            hi = max(out_start, self.from_top)
+            # Small outputs go attached, straight from the mapping (offsets stay relative to lo).
+            parts = (memoryview(self.from_map)[out_start:hi],) if 0 < hi - out_start <= INLINE_BYTES else ()
+        self.out_parts = None
         self.chan.send(
             {
                 "t": "done",
                 "seq": msg["seq"],
                 "resps": responses,
                 "lo": out_start,
-                "hi": max(out_start, self.from_top),
+                "hi": hi,
                 "tin": t1 - t0,
                 "tinfer": t2 - t1,
                 "tout": t3 - t2,
-            }
+            },
+            parts,
         )
 
     @staticmethod
@@ -489,7 +532,8 @@ class Stub:
         t1 = None
         self.map_to(msg["size"])
         try:
-            requests = [self.make_request(r, copy=True) for r in msg["reqs"]]
+            buf = msg.get("bin")
+            requests = [self.make_request(r, copy=buf is None, buf=buf) for r in msg["reqs"]]
             t1 = time.perf_counter_ns()
             self.in_execute = True
             try:
@@ -502,6 +546,7 @@ class Stub:
                 raise StubError(
                     f"Python model '{self.instance_name}' is using the decoupled mode and the execute function must return None."
                 )
+            resched = self.rescheduled_keys(requests)
             t2 = time.perf_counter_ns()
         except StubError as e:
             # Triton's stub finds a decoupled execute's return value wrong itself (stub: True).
@@ -510,7 +555,24 @@ class Stub:
         except Exception as e:
             self.chan.send({"t": "done", "seq": msg["seq"], "fail": format_exception(e), "stub": True, **self.ran(t0, t1)})
             return
-        self.chan.send({"t": "done", "seq": msg["seq"], "tin": t1 - t0, "tinfer": t2 - t1, "tout": 0})
+        done = {"t": "done", "seq": msg["seq"], "tin": t1 - t0, "tinfer": t2 - t1, "tout": 0}
+        if resched:
+            done["resched"] = resched
+        self.chan.send(done)
+
+    def rescheduled_keys(self, requests):
+        """The keys of a decoupled execute's requests released with RESCHEDULE and still open:
+        Serval runs them again (their sender stays theirs); one that sent its final flag is done."""
+        keys = []
+        for req in requests:
+            if req._release_flags != self.pb.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE:
+                continue
+            sender = getattr(req, "_sender", None)
+            if sender is not None and sender._closed:
+                continue
+            self.chan.cancelled.discard(req._rk)
+            keys.append(req._rk)
+        return keys
 
     def run_in_background(self, coro, requests):
         """A decoupled model's `async def execute`: runs on the background loop while the next
@@ -563,10 +625,11 @@ class Stub:
         self.chan.send(msg, parts)
 
     def is_cancelled(self, request):
-        if request._rk is None:
+        key = getattr(request, "_ck", None)
+        if key is None:
             return False
         self.chan.poll()
-        return request._rk in self.chan.cancelled
+        return key in self.chan.cancelled
 
     def responses(self, result, requests):
         pb = self.pb
@@ -595,6 +658,17 @@ class Stub:
             )
         out = []
         for resp, req in zip(result, requests):
+            if req._release_flags == pb.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE:
+                if resp is not None:
+                    # Triton's text, typo and C++ class name included.
+                    kind = type(resp)
+                    shown = f"c_python_backend_utils.{kind.__name__}" if kind.__module__ == pb.__name__ else kind.__qualname__
+                    raise StubCheckError(
+                        "Expected a None object in the execute function return list for reschduled request, "
+                        f"found type '<class '{shown}'>'."
+                    )
+                out.append({"resched": True})  # runs again, unanswered
+                continue
             if not isinstance(resp, pb.InferenceResponse):
                 raise StubError(f"execute returned {type(resp).__name__} where an InferenceResponse was expected")
             if resp.has_error():
@@ -627,7 +701,7 @@ class Stub:
         model's execute() its inputs go through the shared memory; otherwise (a decoupled model,
         whose threads may call at any time, or a stream) they and the answer travel attached."""
         pb = self.pb
-        inline = stream or self.decoupled
+        inline = stream or self.decoupled or (self.in_execute and self.out_parts is not None)
         if not self.in_execute and not inline:
             raise pb.TritonModelException("BLS requests can only be made while execute runs")
         if not request.model_name():
@@ -659,6 +733,10 @@ class Stub:
             msg["ins"] = [self.write_tensor(t) for t in request.inputs()]
         if stream:
             msg["stream"] = True
+        # trace=request.trace() of a sampled request: Serval traces the call as its child.
+        key = getattr(getattr(request, "_trace", None), "_key", None)
+        if key is not None:
+            msg["tr"] = key
         return rid, msg, parts
 
     def bls_response(self, reply):
@@ -729,6 +807,19 @@ class Stub:
     def log(self, level, message):
         self.chan.send({"t": "log", "level": level, "msg": message})
 
+    # -- custom metrics (pb_utils.MetricFamily / Metric; Serval keeps their values) -------------
+    def metric_call(self, msg):
+        """A metric operation Serval answers (`metric_done`): a family, a metric, a value."""
+        with self.alloc_lock:
+            self.bls_ids += 1
+            rid = self.bls_ids
+        self.chan.send({"t": "metric", "id": rid, **msg})
+        replies = self.chan.replies
+        return self.chan.wait(lambda: replies.pop(rid, None))
+
+    def metric_update(self, key, op, value):
+        self.chan.send({"t": "metric", "op": op, "key": key, "value": value})
+
     def run(self):
         try:
             while True:
@@ -764,6 +855,13 @@ def autocomplete(chan, pb):
         chan.send({"t": "autocomplete_done", "config": result.as_dict()})
     except Exception as e:
         chan.send({"t": "init_error", "msg": format_exception(e), "missing": missing_module(e)})
+    finally:
+        # Exits once Serval has the answer (its `fin`, or its end of the channel): an exit seen
+        # first would read as a stub that died without answering.
+        try:
+            chan.next_command()
+        except EOFError:
+            pass
 
 
 def main():
@@ -782,7 +880,10 @@ def main():
         return
     import triton_python_backend_utils as pb
 
-    if len(sys.argv) > 1 and sys.argv[1] == "autocomplete":
+    mode = sys.argv[1] if len(sys.argv) > 1 else ""
+    # A model sees the sys.argv Triton's stub leaves it ([""]): unittest.main() and argparse work.
+    sys.argv = [""]
+    if mode == "autocomplete":
         autocomplete(chan, pb)
         return
     stub = Stub(chan, np, pb)

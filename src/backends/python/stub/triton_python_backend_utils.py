@@ -61,6 +61,24 @@ _TYPE_NUMBERS = ["INVALID", "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8
 _stub = None  # set by serval_python_stub.py
 
 
+def _signature_error(what, signature, args):
+    """The TypeError Triton's pb_utils (pybind11) raises for arguments of the wrong type."""
+    shown = ", ".join(type(a).__name__ for a in args)
+    return TypeError(f"{what}: incompatible arguments. The following argument types are supported: {signature}; invoked with: {shown}")
+
+
+def _as_str(value):
+    """A str argument; bytes (numpy's too) are taken as UTF-8, as pybind11's str does. None when neither."""
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, (bytes, np.bytes_)):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    return None
+
+
 def _datatype_of(dtype):
     """The wire datatype name of a numpy dtype, or None."""
     dtype = np.dtype(dtype)
@@ -180,8 +198,11 @@ class TritonError:
     ALREADY_EXISTS = 6
     CANCELLED = 7
 
-    def __init__(self, msg, code=INTERNAL):
-        self._msg = msg
+    def __init__(self, message, code=INTERNAL):
+        text = _as_str(message)
+        if text is None or isinstance(code, bool) or not isinstance(code, int) or not 0 <= code <= 7:
+            raise _signature_error("TritonError()", "(message: str, code: TritonError code = TritonError.INTERNAL)", (message, code))
+        self._msg = text
         self._code = code
 
     def __str__(self):
@@ -213,8 +234,9 @@ class Tensor:
     """A named tensor over a numpy array (inputs, outputs, BLS tensors)."""
 
     def __init__(self, name, numpy_array, triton_dtype=None):
-        if not isinstance(numpy_array, np.ndarray):
-            numpy_array = np.asarray(numpy_array)
+        if _as_str(name) is None or not isinstance(numpy_array, np.ndarray):
+            raise _signature_error("Tensor()", "(name: str, numpy_array: numpy.ndarray)", (name, numpy_array))
+        name = _as_str(name)
         if numpy_array.dtype.type == np.str_ or numpy_array.dtype == np.void:
             raise TritonModelException("Tensor dtype used for numpy_array is not support by Python backend. Please use np.object_ instead.")
         if triton_dtype is not None:
@@ -265,15 +287,37 @@ class PreferredMemory:
         self.preferred_device_id = preferred_device_id
 
 
+class InferenceTrace:
+    """A request's trace as its model sees it (request.trace()). A BLS InferenceRequest given it as
+    `trace=` is traced as a child of that request's trace when the request was sampled; otherwise
+    it changes nothing, as in Triton."""
+
+    def __init__(self, key=None):
+        self._key = key  # Serval's key for the sampled request's trace; None when not sampled
+
+    def get_context(self):
+        """The trace's OpenTelemetry context: None, as Triton 2.51 answers in its `triton` trace mode."""
+        return None
+
+
 class InferenceResponse:
     """The answer to one request: output tensors, or an error."""
 
     def __init__(self, output_tensors=None, error=None, parameters=None):
         if output_tensors is None:
             output_tensors = []
-        if not isinstance(output_tensors, list):
-            raise TritonModelException('"output_tensors" must be a list.')
-        self._outputs = output_tensors
+        # Any sequence of Tensors, as Triton's List[Tensor] argument takes it; an error a TritonError.
+        if (
+            not isinstance(output_tensors, (list, tuple))
+            or not all(isinstance(t, Tensor) for t in output_tensors)
+            or not (error is None or isinstance(error, TritonError))
+        ):
+            raise _signature_error(
+                "InferenceResponse()",
+                "(output_tensors: List[Tensor] = [], error: TritonError = None)",
+                (output_tensors, error),
+            )
+        self._outputs = list(output_tensors)
         self._error = error
         self._parameters = parameters
 
@@ -288,6 +332,10 @@ class InferenceResponse:
 
     def parameters(self):
         return json.dumps(self._parameters if self._parameters is not None else {}, separators=(",", ":"))
+
+
+# Request parameters the server consumes before the model sees the request.
+_SERVER_PARAMETERS = ("priority", "binary_data_output")
 
 
 class InferenceRequest:
@@ -308,20 +356,71 @@ class InferenceRequest:
         trace=None,
         parameters=None,
     ):
-        self._model_name = model_name
-        self._requested_output_names = list(requested_output_names or [])
-        self._inputs = list(inputs or [])
+        # Triton's InferenceRequest requires these three; bytes are a str to it (a numpy bytes
+        # model_name too). Serval's stub builds requests it runs with _ServalRequest instead.
+        name = _as_str(model_name)
+        names = None
+        if isinstance(requested_output_names, (list, tuple)):
+            names = [_as_str(n) for n in requested_output_names]
+        if (
+            name is None
+            or not isinstance(inputs, (list, tuple))
+            or not all(isinstance(t, Tensor) for t in inputs)
+            or names is None
+            or any(n is None for n in names)
+            or (trace is not None and not isinstance(trace, InferenceTrace))
+        ):
+            raise _signature_error(
+                "InferenceRequest()",
+                "(request_id: str = '', correlation_id: int | str = 0, inputs: List[Tensor], requested_output_names: List[str], "
+                "model_name: str, model_version: int = -1, flags: int = 0, timeout: int = 0, preferred_memory: PreferredMemory = ..., "
+                "trace: InferenceTrace = ..., parameters: dict | str = None)",
+                (model_name, inputs, requested_output_names),
+            )
+        self._model_name = name
+        self._requested_output_names = names
+        self._inputs = list(inputs)
         self._request_id = request_id
         self._correlation_id = correlation_id
         self._model_version = model_version
         self._flags = flags
         self._timeout = timeout
+        self._trace = trace if trace is not None else InferenceTrace()
         if isinstance(parameters, str):
             parameters = json.loads(parameters)
         if parameters is not None and not isinstance(parameters, dict):
             raise TritonModelException("InferenceRequest parameters must be a dict of str to bool, int or str")
+        for v in (parameters or {}).values():
+            if not isinstance(v, (bool, int, str)):
+                raise TritonModelException(f"Expect parameters values to have type bool/int/str, found type {type(v)}")
         self._parameters = parameters or {}
         self._release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
+
+    @classmethod
+    def _received(cls, model_name, model_version, request_id, inputs, requested_output_names, parameters):
+        """A request the server hands to execute(): built without the argument checks. The
+        parameters the server itself consumes (sequence fields, priority, timeout, the HTTP
+        binary_data_output) are the request's fields, not its parameters(), as in Triton."""
+        req = cls.__new__(cls)
+        params = dict(parameters)
+        corr = params.pop("sequence_id", 0)
+        start = params.pop("sequence_start", False)
+        end = params.pop("sequence_end", False)
+        timeout = params.pop("timeout", 0)
+        for key in _SERVER_PARAMETERS:
+            params.pop(key, None)
+        req._model_name = model_name
+        req._model_version = model_version
+        req._request_id = request_id
+        req._inputs = inputs
+        req._requested_output_names = requested_output_names
+        req._correlation_id = corr
+        req._flags = (TRITONSERVER_REQUEST_FLAG_SEQUENCE_START if start else 0) | (TRITONSERVER_REQUEST_FLAG_SEQUENCE_END if end else 0)
+        req._timeout = timeout if isinstance(timeout, int) else 0
+        req._parameters = params
+        req._release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
+        req._trace = InferenceTrace()
+        return req
 
     def inputs(self):
         return self._inputs
@@ -352,18 +451,27 @@ class InferenceRequest:
         return json.dumps(self._parameters, separators=(",", ":"))
 
     def is_cancelled(self):
-        """Whether the client cancelled this request (a decoupled model's; False otherwise)."""
-        if _stub is None or getattr(self, "_rk", None) is None:
+        """Whether the client cancelled this request (False for a request the model made)."""
+        if _stub is None or getattr(self, "_ck", None) is None:
             return False
         return _stub.is_cancelled(self)
 
     def trace(self):
-        return None
+        """The request's trace: pass it as InferenceRequest(trace=...) to trace a BLS call under it."""
+        return self._trace
 
     def set_release_flags(self, flags):
-        if flags != TRITONSERVER_REQUEST_RELEASE_ALL:
-            raise TritonModelException("request rescheduling needs iterative sequence batching, which Serval does not support")
-        self._release_flags = flags
+        """RESCHEDULE: when execute() returns, the request runs again as the next step of its
+        iterative sequence instead of being answered (a non-decoupled model returns None for it)."""
+        if isinstance(flags, bool) or not isinstance(flags, (int, np.integer)):
+            raise _signature_error("set_release_flags()", "(flags: int)", (flags,))
+        # Any other value makes 2.51 abort: refused here, with the two that mean something.
+        if flags not in (TRITONSERVER_REQUEST_RELEASE_ALL, TRITONSERVER_REQUEST_RELEASE_RESCHEDULE):
+            raise TritonModelException(
+                f"Unsupported request release flags: {int(flags)}; use pb_utils.TRITONSERVER_REQUEST_RELEASE_ALL (1) "
+                "or pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE (2)"
+            )
+        self._release_flags = int(flags)
 
     def get_response_sender(self):
         """The sender of this request's responses (a decoupled model's; the same one each call)."""
@@ -451,7 +559,9 @@ class Logger:
     @staticmethod
     def log(message, level=0):
         names = ("INFO", "WARNING", "ERROR", "VERBOSE")
-        name = names[level] if 0 <= level < len(names) else "INFO"
+        if _as_str(message) is None or isinstance(level, bool) or level not in (0, 1, 2, 3):
+            raise _signature_error("log()", "(message: str, level: Logger.INFO | WARNING | ERROR | VERBOSE = Logger.INFO)", (message, level))
+        name = names[level]
         if _stub is not None:
             _stub.log(name, str(message))
         else:
@@ -475,42 +585,104 @@ class Logger:
 
 
 class MetricFamily:
-    """Custom metrics are kept in the stub (Serval does not export them)."""
+    """A custom metric family, exported on the server's /metrics as the model defines it (name,
+    HELP text, TYPE; its metrics' labels as given). Families are the server's: another model may
+    define the same name with the same kind."""
 
     COUNTER = 0
     GAUGE = 1
     HISTOGRAM = 2
+    _KINDS = ("COUNTER", "GAUGE", "HISTOGRAM")
 
     def __init__(self, name, description, kind):
-        self.name = name
-        self.description = description
+        if _as_str(name) is None or _as_str(description) is None or isinstance(kind, bool) or kind not in (0, 1, 2):
+            raise _signature_error(
+                "MetricFamily()", "(name: str, description: str, kind: MetricFamily.COUNTER | GAUGE | HISTOGRAM)", (name, description, kind)
+            )
+        self.name = _as_str(name)
+        self.description = _as_str(description)
         self.kind = kind
+        _metric_call({"op": "family", "name": self.name, "help": self.description, "kind": self._KINDS[kind]}, "Error when creating MetricFamily")
 
     def Metric(self, labels=None, buckets=None):  # noqa: N802 (Triton's name)
-        return Metric(self, labels or {})
+        return Metric(self, labels, buckets)
+
+
+def _metric_call(msg, what):
+    """A metric operation the server answers (None outside a server); its refusal raised as Triton words it."""
+    if _stub is None:
+        return None
+    reply = _stub.metric_call(msg)
+    if "err" in reply:
+        raise TritonModelException(f"{what}: Failed to process the request for model '{_stub.instance_name}', message: {reply['err']}")
+    return reply
+
+
+def _metric_refused(verb, kind, operation):
+    name = "TRITONSERVER_METRIC_KIND_" + MetricFamily._KINDS[kind]
+    raise TritonModelException(
+        f"Failed to {verb} metric value: Failed to process the request for model "
+        f"'{_stub.instance_name if _stub is not None else ''}', message: {name} does not support {operation}"
+    )
 
 
 class Metric:
-    def __init__(self, family, labels):
+    """One labelled metric of a family; its value lives in the server."""
+
+    def __init__(self, family, labels=None, buckets=None):
+        labels = {} if labels is None else labels
+        if not isinstance(labels, dict):
+            raise _signature_error("Metric()", "(labels: Dict[str, str] = {}, buckets: List[float] = None)", (labels, buckets))
+        for k, v in labels.items():
+            if _as_str(k) is None or _as_str(v) is None:
+                raise TritonModelException(f"Error when creating Metric: label '{k}' must have a string value, not {type(v).__name__}")
+        if family.kind == MetricFamily.HISTOGRAM and buckets is None:
+            raise TritonModelException("Failed to create metric. Missing required buckets.")
+        if family.kind != MetricFamily.HISTOGRAM and buckets is not None:
+            raise TritonModelException("Failed to create metric. Unexpected buckets found.")
+        if buckets is not None:
+            buckets = [float(b) for b in buckets]
         self._family = family
-        self._labels = labels
+        self._labels = {_as_str(k): _as_str(v) for k, v in labels.items()}
         self._value = 0.0
+        reply = _metric_call(
+            {"op": "metric", "family": family.name, "labels": self._labels, "buckets": buckets}, "Error when creating Metric"
+        )
+        self._key = reply["key"] if reply else None
+
+    def _update(self, op, value):
+        if _stub is not None:
+            _stub.metric_update(self._key, op, float(value))
 
     def increment(self, value):
-        if self._family.kind == MetricFamily.COUNTER and value < 0:
-            raise TritonModelException("a counter cannot be decremented")
+        kind = self._family.kind
+        if kind == MetricFamily.HISTOGRAM:
+            _metric_refused("increment", kind, "Increment")
+        if kind == MetricFamily.COUNTER and value < 0:
+            raise TritonModelException(
+                "Failed to increment metric value: Failed to process the request for model "
+                f"'{_stub.instance_name if _stub is not None else ''}', message: "
+                "TRITONSERVER_METRIC_KIND_COUNTER can only be incremented monotonically by non-negative values."
+            )
         self._value += value
+        self._update("increment", value)
 
     def set(self, value):
-        if self._family.kind == MetricFamily.COUNTER:
-            raise TritonModelException("a counter cannot be set")
+        if self._family.kind != MetricFamily.GAUGE:
+            _metric_refused("set", self._family.kind, "Set")
         self._value = value
+        self._update("set", value)
 
     def observe(self, value):
-        self._value += value
+        if self._family.kind != MetricFamily.HISTOGRAM:
+            _metric_refused("observe", self._family.kind, "Observe")
+        self._update("observe", value)
 
     def value(self):
-        return self._value
+        if self._family.kind == MetricFamily.HISTOGRAM:
+            _metric_refused("get", self._family.kind, "Value")
+        reply = _metric_call({"op": "value", "key": self._key}, "Failed to get metric value") if self._key is not None else None
+        return float(reply["value"]) if reply else float(self._value)
 
 
 class ModelConfig:
