@@ -69,6 +69,13 @@ export function resolveConfig<Settings>(raw: ModelConfig, ctx: ResolveContext<Se
   if (config.dynamic_batching && !config.dynamic_batching.preferred_batch_size?.length && maxBatchSize > 0) {
     config.dynamic_batching.preferred_batch_size = [maxBatchSize];
   }
+  // Also NormalizeModelConfig: pinned memory is on for every model but an ensemble. It changes
+  // nothing in Serval (no GPU copies to pin for); it is here so /config prints Triton's block.
+  if (!config.ensemble_scheduling) {
+    config.optimization ??= {};
+    config.optimization.input_pinned_memory ??= { enable: true };
+    config.optimization.output_pinned_memory ??= { enable: true };
+  }
   const names = (list: readonly { name?: string }[] | undefined): Set<string> => new Set((list ?? []).map((t) => t.name ?? ''));
   const sequence = config.sequence_batching ? resolveSequenceBatching(config, names(config.input), names(config.output)) : undefined;
   const placed = ctx.backend.placeInstances(config);
@@ -106,6 +113,7 @@ export function resolveConfig<Settings>(raw: ModelConfig, ctx: ResolveContext<Se
     batching,
     ...(sequence && { sequence: sequence.policy }),
     instances: placed.placements,
+    instanceGroups: placed.groups,
     instanceSettings: placed.settings,
     warmup: config.model_warmup ?? [],
     // validateModelConfig refused it for sequence and decoupled models, as Triton does.

@@ -29,12 +29,13 @@ import type { DataType } from '../kernel/datatypes.js';
 import { asServalError, ServalError } from '../kernel/errors.js';
 import { answerOnce } from '../kernel/sink.js';
 import type { InferInputTensor, InferOutputTensor, InferRequest, InferResponse, Params, ResponseSink } from '../kernel/types.js';
+import type { SequenceFlags } from '../scheduler/sequence_batcher.js';
 import { ModelStats, type RequestTiming } from '../stats/model_stats.js';
 import { throughCache } from './cache_path.js';
 import { runStep, streamStep, traceTensors } from './ensemble_trace.js';
 import type { LoadedVersion, VersionLookup } from './loaded_version.js';
 import { readLabels } from './model_version.js';
-import { classify } from './outputs.js';
+import { classify, clientShape } from './outputs.js';
 import { sequenceParameters } from './sequence_params.js';
 import { classCounts, type ValidatedRequest, validateRequest } from './validate.js';
 
@@ -48,6 +49,53 @@ export interface EnsembleTensor {
   data: Uint8Array;
   /** 0 when the model that made it (or the ensemble request) does not batch. */
   batchSize: number;
+  /**
+   * The sequence fields of the step request that made it, where they differ from the ensemble
+   * request's: a step response that sets sequence_id / sequence_start / sequence_end (Triton's
+   * parameter override) passes them to the steps that read its tensors and to the response.
+   */
+  sequence?: SequenceFlags;
+}
+
+/** A step response's own sequence fields, when it sets any (each absent one: the step's id, false). */
+function overriddenSequence(res: InferResponse, step: SequenceFlags | undefined): SequenceFlags | undefined {
+  const p = res.parameters;
+  if (!p || (p.sequence_id === undefined && p.sequence_start === undefined && p.sequence_end === undefined)) return undefined;
+  const raw = p.sequence_id;
+  const id =
+    typeof raw === 'string' || typeof raw === 'bigint'
+      ? raw
+      : typeof raw === 'number' && Number.isSafeInteger(raw)
+        ? BigInt(raw)
+        : (step?.id ?? 0n);
+  return { id, start: p.sequence_start === true, end: p.sequence_end === true };
+}
+
+/**
+ * The sequence fields an ensemble response carries, as Triton's do once an output came from a
+ * step: the request's own (or a step's override), an integer ID as Triton's int64 parameter.
+ * Undefined when no wanted output is there.
+ */
+export function responseSequence(
+  tensors: ReadonlyMap<string, EnsembleTensor | null>,
+  wanted: readonly string[],
+  own: SequenceFlags | undefined,
+): Params | undefined {
+  let any = false;
+  let seq = own;
+  for (const name of wanted) {
+    const t = tensors.get(name);
+    if (!t) continue;
+    if (!any && t.sequence) seq = t.sequence;
+    any = true;
+  }
+  if (!any) return undefined;
+  const id = seq?.id ?? 0n;
+  return {
+    sequence_id: typeof id === 'string' ? id : BigInt.asIntN(64, id),
+    sequence_start: seq?.start ?? false,
+    sequence_end: seq?.end ?? false,
+  };
 }
 
 /** The version a step names: model_version -1 is the latest ready version. */
@@ -68,6 +116,8 @@ export interface GraphRun {
   /** Runs step `index` as a request to its model. */
   call(index: number, req: InferRequest): Promise<InferResponse>;
   cancellation?: Cancellation;
+  /** The ensemble request's sequence fields, if any. */
+  sequence?: SequenceFlags;
 }
 
 /** The steps an output in `wanted` depends on: the rest are not run (Triton prunes them too). */
@@ -95,14 +145,18 @@ function stepRequest(
   g: Pick<GraphRun, 'steps' | 'models' | 'requestId' | 'parameters' | 'cancellation'>,
   index: number,
   tensor: (name: string) => EnsembleTensor | null | undefined,
-): { req: InferRequest; cancellation: Cancellation; batchSize: number } {
+): { req: InferRequest; cancellation: Cancellation; batchSize: number; sequence?: SequenceFlags } {
   const step = g.steps[index]!;
   const model = g.models[index]!;
   const batching = model.maxBatchSize > 0;
   const inputs: InferInputTensor[] = [];
+  // The first input made under a step's overridden sequence fields gives them to this step (Triton
+  // keeps the first when inputs disagree).
+  let sequence: SequenceFlags | undefined;
   for (const [name, ensembleName] of step.inputMap) {
     const t = tensor(ensembleName);
     if (!t) continue;
+    sequence ??= t.sequence;
     const dims = model.inputByName.get(name)?.dims ?? [];
     inputs.push({ name, datatype: t.datatype, shape: stepShape(dims, batching, t.batchSize, t.shape), data: t.data });
   }
@@ -114,10 +168,12 @@ function stepRequest(
     id: g.requestId,
     inputs,
     outputs: step.outputMap.map(([name]) => ({ name })),
-    parameters: g.parameters,
+    parameters: sequence
+      ? { ...g.parameters, sequence_id: sequence.id, sequence_start: sequence.start, sequence_end: sequence.end }
+      : g.parameters,
     cancellation,
   };
-  return { req, cancellation, batchSize: batching ? (inputs[0]?.shape[0] ?? 0) : 0 };
+  return { req, cancellation, batchSize: batching ? (inputs[0]?.shape[0] ?? 0) : 0, ...(sequence && { sequence }) };
 }
 
 /**
@@ -160,7 +216,7 @@ export function runEnsembleGraph(g: GraphRun): Promise<Map<string, EnsembleTenso
     };
     const launch = (i: number): void => {
       started.add(i);
-      const { req, cancellation, batchSize } = stepRequest(g, i, (t) => tensors.get(t));
+      const { req, cancellation, batchSize, sequence } = stepRequest(g, i, (t) => tensors.get(t));
       inflight.add(cancellation);
       let call: Promise<InferResponse>;
       try {
@@ -172,9 +228,13 @@ export function runEnsembleGraph(g: GraphRun): Promise<Map<string, EnsembleTenso
         (res) => {
           inflight.delete(cancellation);
           if (!failure && !finished) {
+            const seq = overriddenSequence(res, sequence ?? g.sequence) ?? sequence;
             for (const [output, tensor] of g.steps[i]!.outputMap) {
               const out = res.outputs.find((o) => o.name === output);
-              tensors.set(tensor, out ? { datatype: out.datatype, shape: out.shape, data: out.data, batchSize } : null);
+              tensors.set(
+                tensor,
+                out ? { datatype: out.datatype, shape: out.shape, data: out.data, batchSize, ...(seq && { sequence: seq }) } : null,
+              );
             }
             advance();
           }
@@ -232,6 +292,7 @@ interface Started {
   req: InferRequest;
   cancellation: Cancellation;
   batchSize: number;
+  sequence?: SequenceFlags;
 }
 
 const byTensorThenIteration = (a: Updated, b: Updated): number => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : a[1] - b[1]);
@@ -372,9 +433,12 @@ export function streamEnsembleGraph(g: StreamGraphRun): void {
     if (err) failure ??= err;
     else if (res && !failure) {
       const batchSize = s.batchSize;
+      const seq = overriddenSequence(res, s.sequence ?? g.sequence) ?? s.sequence;
       for (const [output, tensor] of g.steps[s.index]!.outputMap) {
         const out = res.outputs.find((o) => o.name === output);
-        updated.push(add(tensor, out ? { datatype: out.datatype, shape: out.shape, data: out.data, batchSize } : null));
+        updated.push(
+          add(tensor, out ? { datatype: out.datatype, shape: out.shape, data: out.data, batchSize, ...(seq && { sequence: seq }) } : null),
+        );
       }
     }
     proceed(updated);
@@ -558,6 +622,7 @@ export class EnsembleVersion implements LoadedVersion {
     const topK = classCounts(req);
     // The ensemble's own config checks the request, as for any model; each step's model checks its part.
     const v = validateRequest(req, this.config);
+    const sequence = sequenceParameters(req);
     const queueStartNs = now();
     req.trace?.stamp('QUEUE_START', queueStartNs);
     req.admitted?.();
@@ -583,6 +648,7 @@ export class EnsembleVersion implements LoadedVersion {
           wanted: v.outputs,
           call: (i, stepReq) => this.limiters[i]!.run(() => runStep(targets[i]!, stepReq, req.trace, steps)),
           cancellation: req.cancellation,
+          ...(sequence && { sequence }),
         });
       } catch (e) {
         const err = asServalError(e);
@@ -591,7 +657,9 @@ export class EnsembleVersion implements LoadedVersion {
       const outputs = this.shapeOutputs(v, topK, tensors);
       this.recordSuccess(v, { requestStartNs, queueStartNs, computeStartNs }, steps, secondaryStats);
       traceTensors(req.trace, 'TENSOR_BACKEND_OUTPUT', outputs);
-      return { modelName: this.name, modelVersion: String(this.version), id: req.id, outputs };
+      // Triton's ensemble responses carry the sequence fields of the steps that made their outputs.
+      const parameters = responseSequence(tensors, v.outputs, sequence);
+      return { modelName: this.name, modelVersion: String(this.version), id: req.id, outputs, ...(parameters && { parameters }) };
     } catch (e) {
       this.stats.recordFailure(requestStartNs, now(), 'OTHER');
       throw e;
@@ -633,12 +701,14 @@ export class EnsembleVersion implements LoadedVersion {
       const t = tensors.get(name);
       if (!t) return []; // a composing model left it out: so does the response, as in Triton
       const cfg = this.current.outputByName.get(name)!;
-      const shaped: InferOutputTensor = {
-        name,
-        datatype: t.datatype,
-        shape: stepShape(cfg.modelDims, v.batchSize > 0, t.batchSize, t.shape),
-        data: t.data,
-      };
+      const shape = stepShape(cfg.modelDims, v.batchSize > 0, t.batchSize, t.shape);
+      // The ensemble's own output reshape applies as to any model's response (Triton's
+      // InferenceResponse::AddOutput): clients see its dims.
+      const shaped = clientShape(
+        { name, datatype: t.datatype, shape, data: t.data },
+        cfg,
+        this.current.maxBatchSize > 0 ? (shape[0] ?? 0) : 0,
+      );
       const k = topK.get(name);
       return [k ? classify(shaped, k, v.batchSize > 0, cfg.labels) : shaped];
     });
@@ -733,20 +803,20 @@ export class EnsembleVersion implements LoadedVersion {
         );
       },
       cancellation: req.cancellation,
+      ...(sequence && { sequence }),
       response: (tensors, final) => {
         // Throws only when an output cannot be classified: the graph then fails the request.
         const outputs = this.shapeOutputs(v, topK, tensors);
         first();
         traceTensors(req.trace, 'TENSOR_BACKEND_OUTPUT', outputs);
         if (final) succeed();
-        // Triton's decoupled ensemble responses carry the request's sequence fields as parameters
-        // (observed on 2.51: docs/reference/decoupled.md, ensembles); its empty final does not.
-        const parameters = {
-          sequence_end: sequence?.end ?? false,
-          sequence_id: sequence?.id ?? 0,
-          sequence_start: sequence?.start ?? false,
-        };
-        sink.response({ modelName: this.name, modelVersion: String(this.version), id: req.id, outputs, parameters }, final);
+        // Triton's ensemble responses carry the sequence fields of the steps that made their
+        // outputs (docs/reference/decoupled.md, ensembles); its empty final does not.
+        const parameters = responseSequence(tensors, v.outputs, sequence);
+        sink.response(
+          { modelName: this.name, modelVersion: String(this.version), id: req.id, outputs, ...(parameters && { parameters }) },
+          final,
+        );
       },
       final: () => {
         succeed();

@@ -12,6 +12,7 @@ import type { ModelConfig } from '../config/types.js';
 import { confinedPath, scrubPaths } from '../kernel/confine.js';
 import { asServalError, ServalError } from '../kernel/errors.js';
 import type { InferOutputTensor, InferRequest, InferResponse, ResponseSink } from '../kernel/types.js';
+import { instanceRateLimits, type LimitedInstance, type RateLimiter } from '../scheduler/rate_limiter.js';
 import { type ScheduledOutput, Scheduler, type SchedulerRequest, submit } from '../scheduler/scheduler.js';
 import { SequenceBatcher, type StateTensor } from '../scheduler/sequence_batcher.js';
 import { ModelStats } from '../stats/model_stats.js';
@@ -29,6 +30,8 @@ export interface LoadOptions {
   host: InstanceHost;
   /** The server's response cache (--cache-config), used by models whose config enables it. */
   responseCache?: ResponseCache;
+  /** The server's rate limiter (--rate-limit); its instances execute only when it grants them. */
+  rateLimiter?: RateLimiter;
 }
 
 export class ModelVersion implements LoadedVersion {
@@ -43,6 +46,7 @@ export class ModelVersion implements LoadedVersion {
     private readonly instances: readonly ModelInstance[],
     initialStates?: ReadonlyMap<string, StateTensor>,
     responseCache?: ResponseCache,
+    private readonly limited?: { limiter: RateLimiter; instances: readonly LimitedInstance[] },
   ) {
     const { name, maxBatchSize, sequence } = config;
     for (const inst of instances) inst.onRestart = () => this.stats.instanceRestarts++;
@@ -54,8 +58,12 @@ export class ModelVersion implements LoadedVersion {
     this.stats.decoupled = config.decoupled;
     this.stats.reportsResponseStats = config.decoupled;
     this.scheduler = sequence
-      ? new SequenceBatcher(instances, { name, maxBatchSize, policy: sequence, ...(initialStates && { initialStates }) }, this.stats)
-      : new Scheduler(instances, config.batching, this.stats);
+      ? new SequenceBatcher(
+          instances,
+          { name, maxBatchSize, policy: sequence, ...(initialStates && { initialStates }), ...(limited && { limited: limited.instances }) },
+          this.stats,
+        )
+      : new Scheduler(instances, config.batching, this.stats, limited?.instances);
   }
 
   get name(): string {
@@ -77,17 +85,26 @@ export class ModelVersion implements LoadedVersion {
     const config = resolveConfig(completed, { folderName: name, backend, signature, labels });
     const initialStates = config.sequence ? await readInitialStates(config, modelDir) : undefined;
     const samples = await warmupRequests(config, modelDir, initialStates);
-    const instances = await startInstances(backend, config, files, opts.host).catch((e: unknown) => {
-      const why = scrubPaths(e instanceof Error ? e.message : String(e), modelDir);
-      throw ServalError.invalidArg(`failed to load '${name}' version ${version}: ${why}`);
-    });
+    // Triton registers the instances with its rate limiter as it creates them: a load whose
+    // resources could never be granted fails.
+    const limiter = opts.rateLimiter?.enabled ? opts.rateLimiter : undefined;
+    const limited = limiter && { limiter, instances: limiter.register(instanceRateLimits(config.instanceGroups ?? [], config.instances)) };
     try {
-      await warmUp(config, version, samples, instances);
+      const instances = await startInstances(backend, config, files, opts.host).catch((e: unknown) => {
+        const why = scrubPaths(e instanceof Error ? e.message : String(e), modelDir);
+        throw ServalError.invalidArg(`failed to load '${name}' version ${version}: ${why}`);
+      });
+      try {
+        await warmUp(config, version, samples, instances);
+      } catch (e) {
+        await Promise.allSettled(instances.map((i) => i.close()));
+        throw e;
+      }
+      return new ModelVersion(version, config, instances, initialStates, opts.responseCache, limited);
     } catch (e) {
-      await Promise.allSettled(instances.map((i) => i.close()));
+      if (limited) limiter.unregister(limited.instances);
       throw e;
     }
-    return new ModelVersion(version, config, instances, initialStates, opts.responseCache);
   }
 
   /** Validates a request, queues it, and shapes what the model produced for the client. */
@@ -157,6 +174,8 @@ export class ModelVersion implements LoadedVersion {
           sink.error(err, final);
           return;
         }
+        // Each response's outputs as the model sent them (Triton traces them as the response is sent).
+        if (req.trace?.tensors) for (const o of response) req.trace.tensor('TENSOR_BACKEND_OUTPUT', o.name, o.datatype, o.dims, o.data);
         let outputs: InferOutputTensor[];
         try {
           outputs = this.shape(response.map(asScheduled), v, topK);
@@ -178,10 +197,13 @@ export class ModelVersion implements LoadedVersion {
       queued = true;
       admitted?.();
     };
+    // Released (Triton's REQUEST_END) once both the final response is out and execute() has returned.
+    const release = req.trace?.hold?.();
     this.scheduler.enqueue({ ...scheduled, responses }).then(
-      () => undefined,
+      () => release?.(),
       // Refused, cancelled while queued, or execute() failed before the model ended the request.
       (e: unknown) => {
+        release?.();
         if (done) return;
         done = true;
         const err = asServalError(e);
@@ -236,6 +258,7 @@ export class ModelVersion implements LoadedVersion {
   /** Waits for queued and running requests, then stops the instances. */
   async unload(): Promise<void> {
     await this.scheduler.drain();
+    if (this.limited) this.limited.limiter.unregister(this.limited.instances);
     await Promise.allSettled(this.instances.map((i) => i.close()));
   }
 }

@@ -22,6 +22,7 @@ import type { FailureReason, ModelStats, RequestTiming } from '../stats/model_st
 import { LatencyBudget } from './latency_budget.js';
 import { type Entry, PriorityQueue } from './queue.js';
 import { batchInputTensor, raggedLength, scatterBatchOutput } from './ragged.js';
+import type { LimitedInstance } from './rate_limiter.js';
 
 /** A validated request as the scheduler sees it: tensors already in the model's shapes. */
 export interface ScheduledInput {
@@ -71,7 +72,10 @@ export interface SchedulerRequest {
 }
 
 /** What a batch is assembled from: each request's inputs in the same (model) order. */
-export type BatchInputs = Pick<SchedulerRequest, 'inputs' | 'outputs' | 'id' | 'parameters' | 'ownMemory' | 'responses' | 'cancellation'>;
+export type BatchInputs = Pick<
+  SchedulerRequest,
+  'inputs' | 'outputs' | 'id' | 'parameters' | 'ownMemory' | 'responses' | 'cancellation' | 'trace'
+>;
 
 interface Queued extends Entry {
   req: SchedulerRequest;
@@ -104,13 +108,18 @@ export class Scheduler {
   private readonly budget: LatencyBudget | undefined;
   /** Batches at least this large are full: a longer delay cannot make them larger. */
   private readonly fullBatch: number;
+  /** With --rate-limit: each instance's side of the rate limiter, and those waiting for resources. */
+  private readonly limits: Map<ModelInstance, LimitedInstance> | undefined;
+  private readonly staged = new Set<ModelInstance>();
 
   constructor(
     instances: readonly ModelInstance[],
     private readonly policy: BatchingPolicy,
     private readonly stats: ModelStats,
+    limited?: readonly LimitedInstance[],
   ) {
     this.busy = new Map(instances.map((i) => [i, 0]));
+    if (limited) this.limits = new Map(instances.map((inst, k) => [inst, limited[k]!]));
     this.queue = new PriorityQueue<Queued>(policy.queue);
     const preferred = policy.preferredBatchSizes.length ? policy.preferredBatchSizes : [policy.maxBatchSize];
     this.fullBatch = Math.max(1, ...preferred);
@@ -215,6 +224,10 @@ export class Scheduler {
   }
 
   private dispatch(): void {
+    if (this.limits) {
+      this.dispatchLimited(this.limits);
+      return;
+    }
     while (this.queue.size) {
       const instance = this.freeInstance();
       if (!instance) return;
@@ -228,6 +241,43 @@ export class Scheduler {
       });
       this.inflight.add(run);
     }
+  }
+
+  /**
+   * Rate-limited dispatch: an idle instance waits for its resources (staged) while queued requests
+   * outnumber the instances already waiting; it runs one execution at a time, as Triton's do, so
+   * its resources are held only while it computes.
+   */
+  private dispatchLimited(limits: Map<ModelInstance, LimitedInstance>): void {
+    let wanted = this.queue.size - this.staged.size;
+    for (const [inst, n] of this.busy) {
+      if (wanted <= 0) return;
+      if (n > 0 || this.staged.has(inst)) continue;
+      this.staged.add(inst);
+      wanted--;
+      limits.get(inst)!.request(() => this.granted(inst, limits.get(inst)!));
+    }
+  }
+
+  /** The instance holds its resources: runs the next batch on it, or gives them back if there is none yet. */
+  private granted(instance: ModelInstance, limit: LimitedInstance): void {
+    this.staged.delete(instance);
+    const batch = this.queue.size ? this.nextBatch() : undefined;
+    if (!batch) {
+      limit.release(false);
+      return;
+    }
+    this.busy.set(instance, 1);
+    const run = this.execute(instance, batch).finally(() => {
+      this.inflight.delete(run);
+      this.busy.set(instance, 0);
+      // With more queued, it waits again before its resources are given to anyone else.
+      const again = this.queue.size > this.staged.size;
+      if (again) this.staged.add(instance);
+      limit.release(true, again ? () => this.granted(instance, limit) : undefined);
+      this.dispatch();
+    });
+    this.inflight.add(run);
   }
 
   /**
@@ -479,7 +529,9 @@ function batchRequests(reqs: readonly BatchInputs[], totalBatch: number): BatchR
     batchSize: totalBatch > 0 ? (reqs.length === 1 ? totalBatch : (r.inputs[0]?.shape[0] ?? 0)) : 0,
     inputBytes: r.inputs.map((t) => t.data.byteLength),
     outputs: r.outputs,
-    ...(r.responses && { responses: r.responses, cancellation: r.cancellation }),
+    ...(r.responses && { responses: r.responses }),
+    ...(r.cancellation && { cancellation: r.cancellation }),
+    ...(r.trace && { trace: r.trace }),
   }));
 }
 

@@ -48,8 +48,12 @@ ensemble_scheduling {{
 @pytest.fixture(scope="module")
 def ensemble_server():
     tmp = Path(tempfile.mkdtemp(prefix="serval-ensembles-"))
+    # reshaped: its own output reshape ([16] from the steps, [4, 4] to clients).
+    reshaped = double_simple("reshaped").replace(
+        'output [ { name: "OUT0" data_type: TYPE_INT32 dims: [ 16 ] }',
+        'output [ { name: "OUT0" data_type: TYPE_INT32 dims: [ 4, 4 ] reshape { shape: [ 16 ] } }')
     for name, text in (("double_simple", double_simple("double_simple")),
-                       ("loose", double_simple("loose", "-1"))):
+                       ("loose", double_simple("loose", "-1")), ("reshaped", reshaped)):
         (tmp / name / "1").mkdir(parents=True)
         (tmp / name / "config.pbtxt").write_text(text)
     managed = _ManagedServer(
@@ -107,6 +111,36 @@ def test_infer_metadata_config_and_statistics(ensemble_server, protocol):
         assert int(stats["execution_count"]) >= 1
         assert int(stats["inference_stats"]["success"]["count"]) >= 1
     finally:
+        c.close()
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_output_reshape_and_sequence_fields(ensemble_server, protocol):
+    """The ensemble's own output reshape applies, and its response carries the request's
+    sequence fields as parameters (tritonserver 2.51 side by side: docs/ensembles.md)."""
+    c = make_client(protocol, ensemble_server)
+    try:
+        c.load_model("reshaped")
+        a = np.arange(32, dtype=np.int32).reshape(2, 16)
+        result = c.infer("reshaped", [make_input(protocol, "IN0", a), make_input(protocol, "IN1", a)],
+                         sequence_id=9, sequence_start=True)
+        out = result.as_numpy("OUT0")
+        assert out.shape == (2, 4, 4)
+        np.testing.assert_array_equal(out.reshape(2, 16), 2 * a)
+        assert result.as_numpy("OUT1").shape == (2, 16)
+        resp = result.get_response()
+        if protocol == "http":
+            assert resp["parameters"] == {"sequence_id": 9, "sequence_start": True, "sequence_end": False}
+        else:
+            p = resp.parameters
+            assert (p["sequence_id"].int64_param, p["sequence_start"].bool_param, p["sequence_end"].bool_param) == (9, True, False)
+        plain = _double(c, protocol).get_response()
+        if protocol == "http":
+            assert plain["parameters"] == {"sequence_id": 0, "sequence_start": False, "sequence_end": False}
+        else:
+            assert plain.parameters["sequence_id"].int64_param == 0
+    finally:
+        c.unload_model("reshaped")
         c.close()
 
 

@@ -9,7 +9,10 @@ The expected values are those of Triton's own example clients
 simple_grpc_sequence_stream_infer_client.py, with and without ``--dyna``):
 sequences ``[0] + VALUES`` and ``[100] + -VALUES`` sent interleaved; the
 first request of a sequence adds START (1), the last one of a dyna sequence
-adds its correlation ID; a string ID works on simple_sequence.
+adds its correlation ID; a string ID works on simple_sequence. With ``-d`` the
+examples send their string sequence (ID ``str(1002)``) to
+``simple_string_dyna_sequence`` (a TYPE_STRING CORRID, which the model reads
+as a number); a correlation ID of the other kind is refused with Triton's text.
 """
 
 from __future__ import annotations
@@ -66,6 +69,37 @@ def test_simple_dyna_sequence_sync(server, protocol):
     # The dyna example adds the correlation ID to the last request of a sequence.
     assert a == [1] + VALUES[:-1] + [VALUES[-1] + 1000]
     assert b == [101] + NEG[:-1] + [NEG[-1] + 1001]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_dyna_examples_string_sequence(server, protocol):
+    """The examples' ``-d`` run: two integer sequences on simple_dyna_sequence and
+    the string one (ID "1002") on simple_string_dyna_sequence, interleaved."""
+    with make_client(protocol, server) as c:
+        outs = [[], [], []]
+        seqs = [("simple_dyna_sequence", 1000, [0] + VALUES), ("simple_dyna_sequence", 1001, [100] + NEG),
+                ("simple_string_dyna_sequence", "1002", [20] + NEG)]
+        for i in range(len(VALUES) + 1):
+            for k, (model, sid, values) in enumerate(seqs):
+                outs[k].append(_send(c, protocol, model, sid, values[i], i == 0, i == len(values) - 1))
+    assert outs[0] == [1] + VALUES[:-1] + [VALUES[-1] + 1000]
+    assert outs[1] == [101] + NEG[:-1] + [NEG[-1] + 1001]
+    assert outs[2] == [21] + NEG[:-1] + [NEG[-1] + 1002]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_corrid_type_mismatch(server, protocol):
+    """Triton's qa test_corrid_data_type: a string ID for an integer CORRID, and an
+    integer ID for a string one, are refused."""
+    with make_client(protocol, server) as c:
+        with expect_triton_error(protocol, "INVALID_ARG",
+                                 "sequence batching control 'CORRID' data-type is 'BYTES', but model "
+                                 "'simple_dyna_sequence' expects 'UINT64'"):
+            _send(c, protocol, "simple_dyna_sequence", "corrid", 1, True, False)
+        with expect_triton_error(protocol, "INVALID_ARG",
+                                 "sequence batching control 'CORRID' data-type is 'UINT64', but model "
+                                 "'simple_string_dyna_sequence' expects 'BYTES'"):
+            _send(c, protocol, "simple_string_dyna_sequence", 123, 1, True, False)
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

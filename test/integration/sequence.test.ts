@@ -92,7 +92,7 @@ describe('sequence models on the example repository', () => {
     expect(c).toEqual([21, ...VALUES.map((v) => 0 - v)]);
   });
 
-  it('simple_dyna_sequence over gRPC: the correlation ID (int64, uint64, string) reaches the model at END', async () => {
+  it('simple_dyna_sequence over gRPC: the correlation ID (int64, uint64) reaches the model at END', async () => {
     const big = 2n ** 63n + 1003n;
     const [a, b] = await interleaved(viaGrpc('simple_dyna_sequence'), [
       [1002, SEQ_A],
@@ -101,8 +101,24 @@ describe('sequence models on the example repository', () => {
     expect(a).toEqual([1, ...VALUES.slice(0, -1), 1 + 1002]);
     // The model adds the low 32 bits of the UINT64 CORRID.
     expect(b).toEqual([101, ...VALUES.slice(0, -1).map((v) => 0 - v), -1 + 1003]);
-    // A string ID in a UINT64 CORRID control reaches the model as 0.
-    expect(await viaGrpc('simple_dyna_sequence')('text-id', 5, true, true)).toBe(5 + 1);
+    // A string ID for a UINT64 CORRID control is refused, as Triton refuses it.
+    const e = await client.error('ModelInfer', grpcRequest('simple_dyna_sequence', 'text-id', 5, true, true));
+    expect(e.code).toBe(status.INVALID_ARGUMENT);
+    expect(e.details).toBe("sequence batching control 'CORRID' data-type is 'BYTES', but model 'simple_dyna_sequence' expects 'UINT64'");
+  });
+
+  it('simple_string_dyna_sequence: a string correlation ID reaches its TYPE_STRING CORRID (read as a number at END); a numeric one is refused', async () => {
+    const [a, b] = await interleaved(viaGrpc('simple_string_dyna_sequence'), [
+      ['1002', SEQ_A],
+      ['77', SEQ_B],
+    ]);
+    expect(a).toEqual([1, ...VALUES.slice(0, -1), 1 + 1002]);
+    expect(b).toEqual([101, ...VALUES.slice(0, -1).map((v) => 0 - v), -1 + 77]);
+    const res = await httpInfer(server.url, 'simple_string_dyna_sequence', 1002, 1, true, true);
+    expect(res.status).toBe(400);
+    expect(res.json().error).toBe(
+      "sequence batching control 'CORRID' data-type is 'UINT64', but model 'simple_string_dyna_sequence' expects 'BYTES'",
+    );
   });
 
   it('takes a uint64 correlation ID above 2^53 in HTTP JSON exactly', async () => {
@@ -163,9 +179,9 @@ describe('sequence models on the example repository', () => {
     expect(res.json().error).toBe(
       "inference request for sequence 4242 to model 'simple_sequence' must specify the START flag on the first request of the sequence",
     );
-    const e = await client.error('ModelInfer', grpcRequest('simple_dyna_sequence', 'nope', 1, false, true));
+    const e = await client.error('ModelInfer', grpcRequest('simple_string_dyna_sequence', 'nope', 1, false, true));
     expect(e.code).toBe(status.INVALID_ARGUMENT);
-    expect(e.details).toContain("inference request for sequence nope to model 'simple_dyna_sequence' must specify the START flag");
+    expect(e.details).toContain("inference request for sequence nope to model 'simple_string_dyna_sequence' must specify the START flag");
     res = await inferJson(server.url, 'running_sum', { inputs: [{ name: 'INPUT', datatype: 'INT32', shape: [1, 1], data: [1] }] });
     expect(res.status).toBe(400);
     expect(res.json().error).toBe("inference request to model 'running_sum' must specify a non-zero or non-empty correlation ID");

@@ -41,6 +41,18 @@ describe('stateful example models', () => {
     expect(ints(r.OUTPUT)).toEqual([1, 1003, 1002, 0]);
   });
 
+  it('simple_string_dyna_sequence: the same with a string CORRID read as a decimal number', async () => {
+    const s = await session(buildSimpleDynaSequence('simple_string_dyna_sequence', 'TYPE_STRING'));
+    const r = await s.run({
+      INPUT: col([0, 1, -1]),
+      START: col([1, 0, 0]),
+      END: col([0, 1, 1]),
+      READY: col([1, 1, 1]),
+      CORRID: new ort.Tensor('string', ['1002', '1002', '-5'], [3, 1]),
+    });
+    expect(ints(r.OUTPUT)).toEqual([1, 1003, -6]);
+  });
+
   it('running_sum: OUTPUT = SUM_OUT = SUM_IN + INPUT', async () => {
     const s = await session(buildRunningSum());
     const r = await s.run({ INPUT: col([3, -4]), SUM_IN: col([10, 20]) });
@@ -50,13 +62,15 @@ describe('stateful example models', () => {
 
   it('their configs resolve against their model files, with the strategies the examples use', () => {
     const strategies: Record<string, string> = {};
-    for (const m of [buildSimpleSequence(), buildSimpleDynaSequence(), buildRunningSum()]) {
+    const stringDyna = buildSimpleDynaSequence('simple_string_dyna_sequence', 'TYPE_STRING');
+    for (const m of [buildSimpleSequence(), buildSimpleDynaSequence(), stringDyna, buildRunningSum()]) {
       const c = resolveForTest(parseModelConfigText(m.config), { signature: parseOnnxSignature(m.onnx) });
       strategies[m.name] = `${c.sequence!.strategy}:${c.sequence!.controls.map((x) => x.kind).join(',')}:${c.sequence!.states.length}`;
     }
     expect(strategies).toEqual({
       simple_sequence: 'direct:START,READY:0',
       simple_dyna_sequence: 'oldest:START,END,READY,CORRID:0',
+      simple_string_dyna_sequence: 'oldest:START,END,READY,CORRID:0',
       running_sum: 'direct::1',
     });
   });

@@ -7,6 +7,9 @@
  *  - simple_dyna_sequence: Triton's example of that name (oldest strategy; START, END, READY and a
  *    UINT64 CORRID). OUTPUT = (INPUT + START + END * int32(CORRID)) * READY: the last request of a
  *    sequence adds its correlation ID, as the examples run with --dyna expect.
+ *  - simple_string_dyna_sequence: the same with a TYPE_STRING CORRID, as Triton's qa builds it for
+ *    the examples' `-d` runs: the string ID is read as a decimal number (Cast string→int32, as
+ *    Triton's dyna_sequence backend decodes it), so ID "1002" adds 1002 at the end.
  *  - running_sum: implicit state. OUTPUT = SUM_IN + INPUT and SUM_OUT = OUTPUT, where the server
  *    feeds each request's SUM_OUT back as the next request's SUM_IN (zero at START): the running
  *    sum of a sequence's inputs, kept by the server, not the client.
@@ -47,28 +50,32 @@ export function buildSimpleSequence(): GeneratedModel {
   };
 }
 
-export function buildSimpleDynaSequence(): GeneratedModel {
-  const g = new GraphBuilder('simple_dyna_sequence');
+export function buildSimpleDynaSequence(
+  name = 'simple_dyna_sequence',
+  corridType: 'TYPE_UINT64' | 'TYPE_STRING' = 'TYPE_UINT64',
+): GeneratedModel {
+  const g = new GraphBuilder(name);
   for (const n of ['INPUT', 'START', 'END', 'READY']) g.input(n, 'int32', [BATCH, 1]);
-  g.input('CORRID', 'uint64', [BATCH, 1]);
-  // Cast keeps the low 32 bits of the correlation ID, as Triton's dyna_sequence backend does.
+  g.input('CORRID', corridType === 'TYPE_STRING' ? 'string' : 'uint64', [BATCH, 1]);
+  // Cast keeps the low 32 bits of the correlation ID (or reads a string one as a number), as
+  // Triton's dyna_sequence backend does.
   const corrid = g.op('Cast', ['CORRID'], { to: DataType.INT32 });
   const atEnd = g.op('Mul', ['END', corrid]);
   const sum = g.op('Add', [g.op('Add', ['INPUT', 'START']), atEnd]);
   g.op('Mul', [sum, 'READY'], {}, 'OUTPUT');
   g.output('OUTPUT', 'int32', [BATCH, 1]);
   const base = renderConfig({
-    name: 'simple_dyna_sequence',
+    name,
     platform: 'onnxruntime_onnx',
     maxBatchSize: 8,
     inputs: [io('INPUT')],
     outputs: [io('OUTPUT')],
     cpuInstances: 1,
   });
-  const corridControl = '    {\n      name: "CORRID"\n      control [ { kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_UINT64 } ]\n    }';
+  const corridControl = `    {\n      name: "CORRID"\n      control [ { kind: CONTROL_SEQUENCE_CORRID data_type: ${corridType} } ]\n    }`;
   return {
-    name: 'simple_dyna_sequence',
-    onnx: g.encode({ docString: "OUTPUT = (INPUT + START + END * int32(CORRID)) * READY (int32); Triton's simple_dyna_sequence example" }),
+    name,
+    onnx: g.encode({ docString: `OUTPUT = (INPUT + START + END * int32(CORRID)) * READY (int32); Triton's ${name} example` }),
     config: `${base}sequence_batching {\n  max_sequence_idle_microseconds: 10000000\n  oldest {\n    max_candidate_sequences: 1024\n  }\n  control_input [\n${[
       control('START', 'START'),
       control('END', 'END'),
