@@ -19,26 +19,54 @@ const COUNT_TYPES: readonly DataType[] = ['INT32', 'FP32'];
 
 const strings = (v: unknown): string[] => (Array.isArray(v) ? v.map(String) : typeof v === 'string' ? [v] : []);
 
-export function resolveRagged(config: ModelConfig): RaggedBatching | undefined {
-  const name = config.name ?? '';
-  // Triton's texts (ValidateBatchIO; ValidateModelIOConfig appends the model name).
-  const bad = (msg: string): ServalError => ServalError.invalidArg(`${msg} for ${name}`);
+/**
+ * Triton's ValidateBatchIO (the end of ValidateModelIOConfig), in its order: each batch input's
+ * kind and source count, data type and source names, then each batch output's kind and source
+ * count, source names and target names. Returns the message (validateIo appends " for <m>").
+ */
+export function validateBatchIo(config: ModelConfig): string | undefined {
   const inputs = new Set((config.input ?? []).map((t) => t.name ?? ''));
   const outputs = new Set((config.output ?? []).map((t) => t.name ?? ''));
+  for (const bi of config.batch_input ?? []) {
+    const kind = String(bi.kind ?? 'BATCH_ELEMENT_COUNT') as BatchInputKind;
+    if (!KINDS.includes(kind)) return `unknown batch input kind '${kind}'`;
+    const sources = strings(bi.source_input);
+    if (sources.length !== 1) return `batch input kind '${kind}' expects 1 source input, got ${sources.length}`;
+    const datatype = fromConfigType(String(bi.data_type ?? 'TYPE_INVALID'));
+    if (!datatype || !COUNT_TYPES.includes(datatype)) return 'batch input data type must be TYPE_INT32 or TYPE_FP32';
+    for (const source of sources) if (!inputs.has(source)) return `unknown source input name '${source}'`;
+  }
+  for (const bo of config.batch_output ?? []) {
+    const kind = String(bo.kind ?? 'BATCH_SCATTER_WITH_INPUT_SHAPE');
+    if (kind !== 'BATCH_SCATTER_WITH_INPUT_SHAPE') return `unknown batch output kind '${kind}'`;
+    const sources = strings(bo.source_input);
+    if (sources.length !== 1) return `batch output kind '${kind}' expects 1 source input, got ${sources.length}`;
+    for (const source of sources) if (!inputs.has(source)) return `unknown source input name '${source}'`;
+    const seen = new Set<string>();
+    for (const target of strings(bo.target_name)) {
+      if (!outputs.has(target)) return `unknown target output name '${target}'`;
+      if (seen.has(target)) return `target output name '${target}' can only be specified once`;
+      seen.add(target);
+    }
+  }
+  return undefined;
+}
+
+/** The batcher's view of the batch inputs and outputs; validateIo has run validateBatchIo first. */
+export function resolveRagged(config: ModelConfig): RaggedBatching | undefined {
+  const name = config.name ?? '';
+  // Serval's own checks; the message ends with the model, as Triton's ValidateModelIOConfig does.
+  const bad = (msg: string): ServalError => ServalError.invalidArg(`${msg} for ${name}`);
+  const inputs = new Set((config.input ?? []).map((t) => t.name ?? ''));
   const raggedInputs = new Set((config.input ?? []).filter((t) => t.allow_ragged_batch).map((t) => t.name ?? ''));
   const batchInputs: BatchInputSpec[] = [];
   const batchOutputs: BatchOutputSpec[] = [];
   const targets = new Set<string>();
   for (const bi of config.batch_input ?? []) {
     const kind = String(bi.kind ?? 'BATCH_ELEMENT_COUNT') as BatchInputKind;
-    if (!KINDS.includes(kind)) throw bad(`unknown batch input kind '${kind}'`);
     const targetNames = strings(bi.target_name);
-    const sources = strings(bi.source_input);
-    if (sources.length !== 1) throw bad(`batch input kind '${kind}' expects 1 source input, got ${sources.length}`);
-    const datatype = fromConfigType(String(bi.data_type ?? 'TYPE_INVALID'));
-    if (!datatype || !COUNT_TYPES.includes(datatype)) throw bad('batch input data type must be TYPE_INT32 or TYPE_FP32');
-    const source = sources[0]!;
-    if (!inputs.has(source)) throw bad(`unknown source input name '${source}'`);
+    const source = strings(bi.source_input)[0]!;
+    const datatype = fromConfigType(String(bi.data_type))!;
     // Not checked by Triton (its backend fails later); here at load, with the name.
     if (targetNames.length === 0) throw bad(`batch input kind '${kind}' does not specify a target name`);
     for (const target of targetNames) {
@@ -48,19 +76,8 @@ export function resolveRagged(config: ModelConfig): RaggedBatching | undefined {
     }
   }
   for (const bo of config.batch_output ?? []) {
-    const kind = String(bo.kind ?? 'BATCH_SCATTER_WITH_INPUT_SHAPE');
-    if (kind !== 'BATCH_SCATTER_WITH_INPUT_SHAPE') throw bad(`unknown batch output kind '${kind}'`);
-    const sources = strings(bo.source_input);
-    if (sources.length !== 1) throw bad(`batch output kind '${kind}' expects 1 source input, got ${sources.length}`);
-    const source = sources[0]!;
-    if (!inputs.has(source)) throw bad(`unknown source input name '${source}'`);
-    const seen = new Set<string>();
-    for (const target of strings(bo.target_name)) {
-      if (!outputs.has(target)) throw bad(`unknown target output name '${target}'`);
-      if (seen.has(target)) throw bad(`target output name '${target}' can only be specified once`);
-      seen.add(target);
-      batchOutputs.push({ targetName: target, sourceInput: source });
-    }
+    const source = strings(bo.source_input)[0]!;
+    for (const target of strings(bo.target_name)) batchOutputs.push({ targetName: target, sourceInput: source });
   }
   if ((batchInputs.length || batchOutputs.length) && (config.max_batch_size ?? 0) === 0) {
     throw bad('batch_input and batch_output require max_batch_size > 0');

@@ -5,6 +5,8 @@
 // lists every check next to Triton's.
 import { elementCount } from '../kernel/datatypes.js';
 import { ServalError } from '../kernel/errors.js';
+import { validateBatchIo } from './ragged.js';
+import { validateSequenceBatching } from './sequence_config.js';
 import type { ModelConfig, ModelInput, ModelOutput } from './types.js';
 
 const invalid = (msg: string): ServalError => ServalError.invalidArg(msg);
@@ -46,10 +48,13 @@ export function validateModelConfig(config: ModelConfig, folderName: string): vo
       if (delays) throw invalid(`Queue policy can not have DELAY as timeout action when 'preserve_ordering' is true for ${name}`);
     }
   }
-  if (config.sequence_batching && config.response_cache?.enable) {
-    throw invalid(
-      `Response Cache does not currently support model ${name} with sequence batching scheduler. Please disable the response cache.`,
-    );
+  if (config.sequence_batching) {
+    if (config.response_cache?.enable) {
+      throw invalid(
+        `Response Cache does not currently support model ${name} with sequence batching scheduler. Please disable the response cache.`,
+      );
+    }
+    validateSequenceBatching(config.sequence_batching, name, maxBatch);
   }
   // The rest of Triton's ValidateEnsembleSchedulingConfig (the steps and their data flow) is
   // planEnsemble (config/ensemble.ts), which the repository runs right after this.
@@ -67,7 +72,7 @@ export function validateModelConfig(config: ModelConfig, folderName: string): vo
   }
 }
 
-/** Triton's ValidateModelIOConfig: each input, then each output; the message ends with the model. */
+/** Triton's ValidateModelIOConfig: each input, then each output, then the batch inputs and outputs; the message ends with the model. */
 export function validateIo(config: ModelConfig, name: string): void {
   const maxBatch = config.max_batch_size ?? 0;
   const platform = config.platform ?? '';
@@ -85,6 +90,8 @@ export function validateIo(config: ModelConfig, name: string): void {
     if (msg) fail(msg);
     commonIo(io, platform, 'output', fail);
   }
+  const batchIo = validateBatchIo(config);
+  if (batchIo) fail(batchIo);
 }
 
 function commonIo(io: ModelInput | ModelOutput, platform: string, kind: string, fail: (msg: string) => never): void {

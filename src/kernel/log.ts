@@ -1,10 +1,14 @@
-// Structured logging: one logfmt line per event. Which lines print, in which format and where is
-// one LogControl per server, changeable while it runs (Triton's logging extension):
+// Logging: one line per event. Which lines print, in which format and where is one LogControl
+// per server, changeable while it runs (Triton's logging extension):
 //   log_error / log_warning / log_info   error, warn and info lines (each on by default)
 //   log_verbose_level                    debug lines when ≥ 1 (0 by default)
-//   log_format  default   `time=<RFC 3339, ms, UTC> level=<level> msg=... key=value ...`
-//               ISO8601   Triton's ISO8601 prefix `YYYY-MM-DDThh:mm:ssZ <E|W|I>` then `msg=... key=value ...`
+//   log_format  default   tritonserver's glog-style `I1125 07:31:46.123456 <pid> <file>:<line>] "<text>"`
+//               ISO8601   tritonserver's `2025-11-25T07:31:46Z I <pid> <file>:<line>] "<text>"`
+//               logfmt    Serval's own `time=<RFC 3339, ms, UTC> level=<level> msg=... key=value ...`
 //   log_file                             lines go to this file (appended), else to stderr
+// In Triton's two layouts <text> is the message then its fields as ` key=value`, JSON-escaped as
+// tritonserver escapes messages (TRITON_SERVER_ESCAPE_LOG_MESSAGES=0 turns that off, as there), and
+// <file>:<line> is the calling module's, as Node reports it (`repository.js:460` in the built server).
 // Every Logger made from a control follows it at once; components keep the Logger they were given.
 import { closeSync, openSync, writeSync } from 'node:fs';
 import { ServalError } from './errors.js';
@@ -18,7 +22,7 @@ export interface Logger {
   debug(msg: string, fields?: Fields): void;
 }
 
-export type LogFormat = 'default' | 'ISO8601';
+export type LogFormat = 'default' | 'ISO8601' | 'logfmt';
 
 export interface LogSettings {
   file: string;
@@ -48,7 +52,49 @@ export type LogSettingsUpdate = Record<string, boolean | number | string | null>
 const UINT32_MAX = 4294967295;
 
 export function isLogFormat(s: string): s is LogFormat {
-  return s === 'default' || s === 'ISO8601';
+  return s === 'default' || s === 'ISO8601' || s === 'logfmt';
+}
+
+const LETTER = { error: 'E', warn: 'W', info: 'I', debug: 'I' } as const; // Triton prints verbose lines as I too
+const two = (n: number): string => String(n).padStart(2, '0');
+
+/** `<file>:<line>` of the first caller outside this module (Triton prints its C++ source location). */
+function callerLocation(): string {
+  // Call sites rather than the formatted stack cost a fifth; two frames reach past createLogger's
+  // wrapper. Where a stack tool (source maps, a test runner) formats the stack anyway, read the text.
+  const limit = Error.stackTraceLimit;
+  const prepare = Error.prepareStackTrace;
+  Error.stackTraceLimit = 2;
+  Error.prepareStackTrace = (_e, sites) => sites;
+  const holder: { stack?: NodeJS.CallSite[] | string } = {};
+  Error.captureStackTrace(holder, LogControl.prototype.emit);
+  const stack = holder.stack; // the stack is made when first read: read it before restoring
+  Error.stackTraceLimit = limit;
+  Error.prepareStackTrace = prepare;
+  const frames =
+    typeof stack === 'string'
+      ? stack
+          .split('\n')
+          .slice(1)
+          .map((l) => /([^/\\\s(]+):(\d+):\d+\)?\s*$/.exec(l))
+          .map((m) => (m ? { file: m[1]!, line: Number(m[2]) } : undefined))
+      : (stack ?? []).map((site) => ({ file: (site.getFileName() ?? '').replace(/^.*[/\\]/, ''), line: site.getLineNumber() ?? 0 }));
+  for (const f of frames) if (f?.file && !/^log\.[jt]s$/.test(f.file)) return `${f.file}:${f.line}`;
+  return 'serval:0';
+}
+
+/** Triton's line prefix for `format` (UTC, as tritonserver's gmtime_r). */
+function tritonPrefix(format: 'default' | 'ISO8601', level: keyof typeof LETTER): string {
+  // The wall clock for the time (timeOrigin + now() drifts from it over a long uptime); the
+  // monotonic clock's sub-millisecond part for the last three of Triton's six digits.
+  const d = new Date();
+  const us = d.getTime() * 1000 + Math.floor((performance.now() % 1) * 1000);
+  const hms = `${two(d.getUTCHours())}:${two(d.getUTCMinutes())}:${two(d.getUTCSeconds())}`;
+  const where = `${process.pid} ${callerLocation()}]`;
+  if (format === 'ISO8601') {
+    return `${d.getUTCFullYear()}-${two(d.getUTCMonth() + 1)}-${two(d.getUTCDate())}T${hms}Z ${LETTER[level]} ${where}`;
+  }
+  return `${LETTER[level]}${two(d.getUTCMonth() + 1)}${two(d.getUTCDate())} ${hms}.${String(us % 1_000_000).padStart(6, '0')} ${where}`;
 }
 
 function fmt(v: string | number | boolean): string {
@@ -150,12 +196,15 @@ export class LogControl {
   emit(level: 'error' | 'warn' | 'info' | 'debug', msg: string, fields?: Fields): void {
     const s = this.s;
     if (level === 'error' ? !s.error : level === 'warn' ? !s.warning : level === 'info' ? !s.info : s.verbose < 1) return;
-    const now = new Date().toISOString();
-    let line =
-      s.format === 'ISO8601'
-        ? `${now.slice(0, 19)}Z ${level === 'error' ? 'E' : level === 'warn' ? 'W' : 'I'} msg=${fmt(msg)}`
-        : `time=${now} level=${level} msg=${fmt(msg)}`;
-    for (const [k, v] of Object.entries(fields ?? {})) if (v !== undefined) line += ` ${k}=${fmt(v)}`;
+    let line: string;
+    if (s.format === 'logfmt') {
+      line = `time=${new Date().toISOString()} level=${level} msg=${fmt(msg)}`;
+      for (const [k, v] of Object.entries(fields ?? {})) if (v !== undefined) line += ` ${k}=${fmt(v)}`;
+    } else {
+      let text = msg;
+      for (const [k, v] of Object.entries(fields ?? {})) if (v !== undefined) text += ` ${k}=${fmt(v)}`;
+      line = `${tritonPrefix(s.format, level)} ${process.env.TRITON_SERVER_ESCAPE_LOG_MESSAGES === '0' ? text : JSON.stringify(text)}`;
+    }
     if (this.fd === undefined) {
       this.stderr(line);
       return;

@@ -30,6 +30,14 @@ def _simple_inputs(mod):
     return ins, a
 
 
+def _bad_sequence_control(cfg):
+    # sequence_batching and dynamic_batching are one oneof: the override carries only the former.
+    cfg.pop("dynamic_batching", None)
+    cfg["sequence_batching"] = {
+        "control_input": [{"name": "START", "control": [{"kind": "CONTROL_SEQUENCE_START", "int32_false_true": [0]}]}]
+    }
+
+
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 @pytest.mark.parametrize(
     "edit, text",
@@ -42,6 +50,22 @@ def _simple_inputs(mod):
         (
             lambda cfg: cfg["input"][0].update(dims=[0]),
             "model input 'INPUT0' dimension must be integer >= 1, or -1 to indicate a variable-size dimension for simple",
+        ),
+        (
+            _bad_sequence_control,
+            "sequence batching control 'int32_false_true' must have exactly 2 entries for CONTROL_SEQUENCE_START for simple",
+        ),
+        (
+            lambda cfg: cfg.update(
+                batch_input=[
+                    {"kind": "BATCH_ELEMENT_COUNT", "target_name": ["N"], "data_type": "TYPE_INT32", "source_input": ["NOPE"]}
+                ]
+            ),
+            "unknown source input name 'NOPE' for simple",
+        ),
+        (
+            lambda cfg: cfg.update(instance_group=[{"kind": "KIND_CPU", "gpus": [0]}]),
+            "instance group simple_0 of model simple has kind KIND_CPU but specifies one or more GPUs",
         ),
     ],
 )

@@ -145,6 +145,18 @@ def test_model_config(protocol, client, model):
     groups = cfg.get("instance_group", [])
     assert groups and groups[0].get("name") == f"{model}_0", groups
     assert groups[0].get("kind") == "KIND_CPU" and int(groups[0].get("count", 0)) >= 1, groups
+    # NormalizeModelConfig's pinned-memory defaults, which Triton prints for every model but an
+    # ensemble (gRPC's as_json leaves out the fields at their zero value).
+    opt = cfg.get("optimization", {})
+    assert opt.get("input_pinned_memory") == {"enable": True} and opt.get("output_pinned_memory") == {"enable": True}, opt
+    if protocol == "http":
+        assert opt == {
+            "priority": "PRIORITY_DEFAULT",
+            "input_pinned_memory": {"enable": True},
+            "output_pinned_memory": {"enable": True},
+            "gather_kernel_buffer_threshold": 0,
+            "eager_batching": False,
+        }, opt
 
 
 def test_model_config_grpc_message(server):

@@ -165,6 +165,10 @@ def test_log_update_settings(protocol, tclient):
     with expect_triton_error(protocol, "INVALID_ARG", "invalid argument for log_format, got: json"):
         tclient.update_log_settings(settings={"log_format": "json"})
     assert tclient.get_log_settings() == expected_log(protocol, changed)
+    # Serval's structured lines are a third value (tritonserver has only default and ISO8601).
+    logfmt = {**changed, "log_format": "logfmt"}
+    assert tclient.update_log_settings(settings={"log_format": "logfmt"}) == expected_log(protocol, logfmt)
+    assert tclient.get_log_settings() == expected_log(protocol, logfmt)
 
 
 @pytest.mark.extension("logging")

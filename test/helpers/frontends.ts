@@ -4,16 +4,19 @@
 import type { CoreApi, SystemSharedMemoryStatus } from '../../src/core/api.js';
 import type { DataType } from '../../src/kernel/datatypes.js';
 import { ServalError } from '../../src/kernel/errors.js';
-import { createLogger, type Logger, type LogSettingsJson, type LogSettingsUpdate } from '../../src/kernel/log.js';
+import { createLogger, LogControl, type Logger, type LogSettingsJson, type LogSettingsUpdate } from '../../src/kernel/log.js';
 import { answerOnce } from '../../src/kernel/sink.js';
 import type { RequestTrace } from '../../src/kernel/trace.js';
 import type { InferRequest, InferResponse, ResponseSink } from '../../src/kernel/types.js';
 import type { TraceSettingsJson, TraceSettingsUpdate } from '../../src/trace/settings.js';
 
-/** A logger whose lines (errors and warnings; verbose 0) are kept for the test to read. */
+/**
+ * A logger whose lines (errors and warnings; verbose 0) are kept for the test to read, in the
+ * `logfmt` format (`--log-format logfmt`): the tests read its fields.
+ */
 export function capturedLogger(): { log: Logger; lines: string[] } {
   const lines: string[] = [];
-  return { log: createLogger(0, (l) => lines.push(l)), lines };
+  return { log: createLogger(new LogControl({ info: false, format: 'logfmt' }, (l) => lines.push(l))), lines };
 }
 
 const unused = (what: string) => (): never => {
@@ -254,5 +257,5 @@ export class RecordedTrace implements RequestTrace {
   }
 }
 
-/** Lines of a captured log at level=error. */
+/** Lines of a captured (logfmt) log at level=error. */
 export const errorLines = (lines: string[]): string[] => lines.filter((l) => / level=error /.test(l));

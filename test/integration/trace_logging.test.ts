@@ -158,7 +158,7 @@ describe('logging extension', () => {
   const loadedLines = (file: string): string[] =>
     readFileSync(file, 'utf8')
       .split('\n')
-      .filter((l) => l.includes('msg="model version loaded"'));
+      .filter((l) => l.includes("successfully loaded 'simple'"));
 
   it('--log-file takes the lines; settings changed at run time change what is written', async () => {
     const file = path.join(dir, 'serval.log');
@@ -172,7 +172,7 @@ describe('logging extension', () => {
       log_format: 'default',
     });
     expect(loadedLines(file)).toHaveLength(1);
-    expect(server.stderr()).not.toContain('model version loaded');
+    expect(server.stderr()).not.toContain('successfully loaded');
 
     const off = await postJson(server.url, '/v2/logging', { log_info: false });
     expect(off.json()).toMatchObject({ log_info: false, log_warning: true });
@@ -194,8 +194,13 @@ describe('logging extension', () => {
     await reload(server);
     const lines = loadedLines(file);
     expect(lines).toHaveLength(2);
-    expect(lines[0]).toMatch(/^time=\S+ level=info msg="model version loaded" model=simple version=1$/);
-    expect(lines[1]).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ I msg="model version loaded" model=simple version=1$/);
+    // tritonserver's default (glog) layout, then its ISO8601 one; the location is Serval's module and line.
+    expect(lines[0]).toMatch(/^I\d{4} \d\d:\d\d:\d\d\.\d{6} \d+ repository\.js:\d+\] "successfully loaded 'simple'"$/);
+    expect(lines[1]).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ I \d+ repository\.js:\d+\] "successfully loaded 'simple'"$/);
+    // The unload before it, as tritonserver words it; the one while log_info was off is not there.
+    const unloads = readFileSync(file, 'utf8').match(/^.* "successfully unloaded 'simple' version 1"$/gm) ?? [];
+    expect(unloads).toHaveLength(1);
+    expect(unloads[0]).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ I \d+ repository\.js:\d+\] /);
     expect((await postJson(server.url, '/v2/logging', { log_file: path.join(dir, 'other.log') })).status).toBe(501);
     expect(existsSync(path.join(dir, 'other.log'))).toBe(false);
   });

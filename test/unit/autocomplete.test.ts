@@ -4,6 +4,8 @@
 // section of Triton's model_configuration.md.
 import { describe, expect, it } from 'vitest';
 import { autoCompleteConfig, DEFAULT_MAX_BATCH_SIZE } from '../../src/backends/onnxruntime/autocomplete.js';
+import { type DeviceEnvironment, placeModel } from '../../src/backends/onnxruntime/placement.js';
+import { resolveConfig } from '../../src/config/resolve.js';
 import type { ResolvedModelConfig } from '../../src/config/resolved.js';
 import type { IoSignature, ModelSignature } from '../../src/config/signature.js';
 import type { ModelConfig } from '../../src/config/types.js';
@@ -340,5 +342,91 @@ describe('purity', () => {
     // Changing the result does not reach the input either.
     out.input![0]!.dims!.push(99);
     expect(cfg).toStrictEqual(before);
+  });
+});
+
+describe("the config JSON of an auto-completed ONNX model, as GET /v2/models/<m>/config prints it, next to Triton's", () => {
+  const CPU_ONLY: DeviceEnvironment = { gpus: [], cudaProvider: false, cudaProviderPath: '/ort/cuda.so', cpus: 4 };
+  /** Auto-complete, then resolve with the ONNX Runtime backend's real instance placement on a CPU-only machine. */
+  const configJson = (config: ModelConfig, sig: ModelSignature): string =>
+    JSON.stringify(
+      resolveConfig(autoCompleteConfig(config, sig), {
+        folderName: config.name!,
+        backend: {
+          name: 'onnxruntime',
+          platforms: ['onnxruntime_onnx'],
+          defaultModelFilename: 'model.onnx',
+          placeInstances: (c) => placeModel(c, CPU_ONLY),
+        },
+        signature: sig,
+        labels: new Map(),
+      }).json,
+    );
+  // Triton's tail for every non-ensemble model: NormalizeModelConfig's pinned-memory block, the
+  // instance group named after the model, the ONNX file name, and the empty maps and lists.
+  const optimization =
+    '"optimization":{"priority":"PRIORITY_DEFAULT","input_pinned_memory":{"enable":true},' +
+    '"output_pinned_memory":{"enable":true},"gather_kernel_buffer_threshold":0,"eager_batching":false}';
+  // Triton's CPU group has count 2 (SetDefaultInstanceCount); Serval's 1 is a listed difference (docs/config_checks.md).
+  const tail = (m: string): string =>
+    `${optimization},"instance_group":[{"name":"${m}","kind":"KIND_CPU","count":1,"gpus":[],"secondary_devices":[],` +
+    '"profile":[],"passive":false,"host_policy":""}],' +
+    '"default_model_filename":"model.onnx","cc_model_filenames":{},"metric_tags":{},"parameters":{},"model_warmup":[]}';
+  const input = (name: string, type: string, dims: number[]): string =>
+    `{"name":"${name}","data_type":"${type}","format":"FORMAT_NONE","dims":[${dims}],` +
+    '"is_shape_tensor":false,"allow_ragged_batch":false,"optional":false,"is_non_linear_format_io":false}';
+  const output = (name: string, type: string, dims: number[]): string =>
+    `{"name":"${name}","data_type":"${type}","dims":[${dims}],"label_filename":"","is_shape_tensor":false,"is_non_linear_format_io":false}`;
+  const head = (m: string): string =>
+    `{"name":"${m}","platform":"onnxruntime_onnx","backend":"onnxruntime","runtime":"","version_policy":{"latest":{"num_versions":1}},`;
+
+  it('a model without config.pbtxt that cannot batch (Triton 24.03 capture of densenet_onnx)', () => {
+    expect(configJson({ name: 'densenet_onnx' }, DENSENET)).toBe(
+      `${head('densenet_onnx')}"max_batch_size":0,` +
+        `"input":[${input('data_0', 'TYPE_FP32', [1, 3, 224, 224])}],"output":[${output('fc6_1', 'TYPE_FP32', [1, 1000, 1, 1])}],` +
+        `"batch_input":[],"batch_output":[],${tail('densenet_onnx')}`,
+    );
+  });
+
+  it('a model without config.pbtxt that can batch: max_batch_size 4 and the dynamic batcher, in proto order', () => {
+    expect(configJson({ name: 'simple' }, SIMPLE)).toBe(
+      `${head('simple')}"max_batch_size":4,` +
+        `"input":[${input('INPUT0', 'TYPE_INT32', [16])},${input('INPUT1', 'TYPE_INT32', [16])}],` +
+        `"output":[${output('OUTPUT0', 'TYPE_INT32', [16])},${output('OUTPUT1', 'TYPE_INT32', [16])}],` +
+        `"batch_input":[],"batch_output":[],${optimization},` +
+        '"dynamic_batching":{"preferred_batch_size":[4],"max_queue_delay_microseconds":0,"preserve_ordering":false,' +
+        `"priority_levels":0,"default_priority_level":0,"priority_queue_policy":{}},${tail('simple').slice(optimization.length + 1)}`,
+    );
+  });
+
+  it('a partial config keeps what it says (its own optimization and group names) and completes the rest', () => {
+    const json = JSON.parse(
+      configJson(
+        {
+          name: 'simple',
+          max_batch_size: 8,
+          input: [
+            { name: 'INPUT0', data_type: 'TYPE_INT32', dims: [16] },
+            { name: 'INPUT1', data_type: 'TYPE_INT32', dims: [16] },
+          ],
+          optimization: { input_pinned_memory: { enable: false } },
+          instance_group: [{ kind: 'KIND_CPU' }, { name: 'mine', kind: 'KIND_CPU', count: 2 }],
+        },
+        SIMPLE,
+      ),
+    ) as Record<string, unknown>;
+    expect((json.output as { name: string }[]).map((o) => o.name)).toEqual(['OUTPUT0', 'OUTPUT1']);
+    expect(json.optimization).toEqual({
+      priority: 'PRIORITY_DEFAULT',
+      input_pinned_memory: { enable: false },
+      output_pinned_memory: { enable: true },
+      gather_kernel_buffer_threshold: 0,
+      eager_batching: false,
+    });
+    expect((json.instance_group as { name: string; count: number }[]).map((g) => [g.name, g.count])).toEqual([
+      ['simple_0', 1],
+      ['mine', 2],
+    ]);
+    expect(json.dynamic_batching).toMatchObject({ preferred_batch_size: [8] });
   });
 });

@@ -2,7 +2,7 @@
 // resolveConfig): the table in docs/config_checks.md names these cases by their first column.
 import { describe, expect, it } from 'vitest';
 import type { ModelConfig } from '../../src/config/types.js';
-import { validateModelConfig } from '../../src/config/validate_config.js';
+import { validateIo, validateModelConfig } from '../../src/config/validate_config.js';
 import { expectServalError } from '../helpers/errors.js';
 import { resolveForTest, signatureOf } from '../helpers/resolve.js';
 import { simpleConfig } from '../helpers/simple.js';
@@ -149,6 +149,39 @@ describe('Triton model-config checks, with Triton texts', () => {
     expect(e.message).toBe('dynamic batching preferred size must be <= max batch size for m');
     // A config without a name takes the folder's.
     expect(() => validateModelConfig({ max_batch_size: 0 }, 'm')).not.toThrow();
+  });
+
+  it("checks the batch inputs and outputs last among the tensors, in ValidateBatchIO's order (what runs before versions with auto-complete off)", () => {
+    const io = (edit: (c: ModelConfig) => void): string => {
+      const cfg: ModelConfig = { ...simpleConfig(), name: 'm' };
+      edit(cfg);
+      return expectServalError(() => validateIo(cfg, 'm'), 'INVALID_ARG').message;
+    };
+    const badInput = { kind: 'BATCH_ELEMENT_COUNT' as const, target_name: ['N'], data_type: 'TYPE_INT32' as const, source_input: ['NOPE'] };
+    expect(io((c) => (c.batch_input = [badInput]))).toBe("unknown source input name 'NOPE' for m");
+    // A tensor problem is reported before a batch-input one.
+    expect(
+      io((c) => {
+        c.batch_input = [badInput];
+        output0(c).dims = [0];
+      }),
+    ).toMatch(/^model output 'OUTPUT0' dimension must be integer >= 1/);
+    // Data type before the source name; every batch input before any batch output.
+    expect(
+      io((c) => {
+        c.batch_output = [{ kind: 'BATCH_SCATTER_WITH_INPUT_SHAPE', target_name: ['NOPE'], source_input: ['INPUT0'] }];
+        c.batch_input = [{ ...badInput, data_type: 'TYPE_FP16' }];
+      }),
+    ).toBe('batch input data type must be TYPE_INT32 or TYPE_FP32 for m');
+    expect(
+      io(
+        (c) =>
+          (c.batch_output = [{ kind: 'BATCH_SCATTER_WITH_INPUT_SHAPE', target_name: ['OUTPUT0', 'OUTPUT0'], source_input: ['INPUT0'] }]),
+      ),
+    ).toBe("target output name 'OUTPUT0' can only be specified once for m");
+    expect(io((c) => (c.batch_output = [{ kind: 'BATCH_SCATTER_WITH_INPUT_SHAPE', target_name: ['X'], source_input: ['Y'] }]))).toBe(
+      "unknown source input name 'Y' for m",
+    );
   });
 
   it("fills preferred_batch_size with max_batch_size when none is given, as Triton's normalisation does", () => {

@@ -21,7 +21,8 @@ const logAll = (log: ReturnType<typeof createLogger>): void => {
   log.info('i1');
   log.debug('d1');
 };
-const msgs = (lines: string[]): string[] => lines.map((l) => /msg=(\S+)/.exec(l)![1]!);
+/** The message of each line in Triton's default layout (`... file:line] "text"`). */
+const msgs = (lines: string[]): string[] => lines.map((l) => JSON.parse(/\] (".*")$/.exec(l)![1]!) as string);
 
 describe('LogControl', () => {
   let dir: string;
@@ -53,13 +54,41 @@ describe('LogControl', () => {
     expect(msgs(lines)).toEqual(['w1', 'd1']);
   });
 
-  it('default is logfmt with time= and level=; ISO8601 is Triton\'s "YYYY-MM-DDThh:mm:ssZ L" prefix then the fields', () => {
+  it("default and ISO8601 are tritonserver's layouts (UTC, µs, pid, caller's file:line, escaped text); logfmt is Serval's", () => {
     const { control, lines, log } = capture();
-    log.warn('disk low', { free_mb: 12 });
+    const before = new Date();
+    log.warn('disk "low"', { free_mb: 12, dir: '/var/x y' });
     control.update({ log_format: 'ISO8601' });
     log.error('boom');
-    expect(lines[0]).toMatch(/^time=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z level=warn msg="disk low" free_mb=12$/);
-    expect(lines[1]).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ E msg=boom$/);
+    control.update({ log_format: 'logfmt' });
+    log.info('disk low', { free_mb: 12 });
+    const here = /log\.test\.ts:\d+/.source;
+    const m = new RegExp(`^W(\\d\\d)(\\d\\d) (\\d\\d):(\\d\\d):(\\d\\d)\\.\\d{6} ${process.pid} ${here}\\] (.*)$`).exec(lines[0]!);
+    expect(m, lines[0]).not.toBeNull();
+    // The escaped text reads back as the message then its fields.
+    expect(JSON.parse(m![6]!)).toBe('disk "low" free_mb=12 dir="/var/x y"');
+    // Month, day and hour are UTC, as tritonserver's gmtime_r (give a second of slack at midnight).
+    const [mo, da, hh] = [Number(m![1]), Number(m![2]), Number(m![3])];
+    const after = new Date();
+    expect([before, after].some((d) => d.getUTCMonth() + 1 === mo && d.getUTCDate() === da && d.getUTCHours() === hh)).toBe(true);
+    expect(lines[1]).toMatch(new RegExp(`^\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\dZ E ${process.pid} ${here}\\] "boom"$`));
+    expect(lines[2]).toMatch(/^time=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z level=info msg="disk low" free_mb=12$/);
+    expect(control.json().log_format).toBe('logfmt');
+  });
+
+  it('verbose lines carry I, as in tritonserver; TRITON_SERVER_ESCAPE_LOG_MESSAGES=0 prints the text unescaped', () => {
+    const { lines, log } = capture({ verbose: 1 });
+    log.debug('d1');
+    expect(lines[0]).toMatch(/^I\d{4} /);
+    const old = process.env.TRITON_SERVER_ESCAPE_LOG_MESSAGES;
+    process.env.TRITON_SERVER_ESCAPE_LOG_MESSAGES = '0';
+    try {
+      log.info('plain "text"');
+    } finally {
+      if (old === undefined) delete process.env.TRITON_SERVER_ESCAPE_LOG_MESSAGES;
+      else process.env.TRITON_SERVER_ESCAPE_LOG_MESSAGES = old;
+    }
+    expect(lines[1]).toMatch(/\] plain "text"$/);
   });
 
   it("checks every value first (Triton's texts) and applies none when one is bad", () => {
@@ -152,6 +181,7 @@ describe("tritonserver's logging and trace flags", () => {
 
   it('refuses a bad --log-format or --trace-config at start-up with a usage error', () => {
     expect(() => parseArgs(['--log-format', 'json'])).toThrow(UsageError);
+    expect(parseArgs(['--model-repository=/m', '--log-format', 'logfmt']).logFormat).toBe('logfmt');
     expect(() => parseArgs(['--trace-config', 'rate=fast'])).toThrow(/Invalid option value. Got fast/);
     expect(() => parseArgs(['--trace-config', 'mode=opentelemetry'])).toThrow(UsageError);
     expect(USAGE).toMatch(/--trace-config triton,SETTING=VALUE/);

@@ -46,10 +46,10 @@ describe('placeInstances', () => {
     expect(p.every((x) => x.kind === 'KIND_GPU')).toBe(true);
   });
 
-  it('KIND_GPU on a machine without GPUs is a clear error', () => {
+  it("KIND_GPU on a machine without GPUs: Triton's text, then where Serval looked", () => {
     const e = expectServalError(() => placeInstances('m', [{ name: 'g', kind: 'KIND_GPU' }], CPU_ONLY));
     expect(e.code).toBe('INVALID_ARG');
-    expect(e.message).toContain("instance group 'g' of model 'm' has kind KIND_GPU, but this machine has no visible CUDA GPU");
+    expect(e.message).toMatch(/^instance group g of model m has kind KIND_GPU but no GPUs are available \(nvidia-smi found none/);
     expect(e.message).toContain('use KIND_CPU or KIND_AUTO to run on the CPU');
   });
 
@@ -74,15 +74,17 @@ describe('placeInstances', () => {
     expect(placeInstances('m', undefined, GPUS)).toHaveLength(3);
   });
 
-  it('a GPU id that is not visible is an error', () => {
+  it("a GPU id that is not visible is an error with Triton's text", () => {
     const e = expectServalError(() => placeInstances('m', [{ name: 'g', kind: 'KIND_GPU', gpus: [0, 5] }], GPUS));
     expect(e.code).toBe('INVALID_ARG');
-    expect(e.message).toBe("instance group 'g' of model 'm' specifies GPU 5, but the visible GPUs are [0, 1, 2]");
+    expect(e.message).toBe(
+      'instance group g of model m specifies invalid or unsupported gpu id 5. GPUs with at least the minimum required CUDA compute compatibility of 6.000000 are: 0, 1, 2',
+    );
   });
 
   it('KIND_CPU with gpus, KIND_MODEL, and bad counts are errors', () => {
     expect(expectServalError(() => placeInstances('m', [{ name: 'g', kind: 'KIND_CPU', gpus: [0] }], GPUS)).message).toBe(
-      "instance group 'g' of model 'm' has kind KIND_CPU but specifies one or more GPUs",
+      'instance group g of model m has kind KIND_CPU but specifies one or more GPUs',
     );
     const model = expectServalError(() => placeInstances('m', [{ name: 'g', kind: 'KIND_MODEL' }], GPUS));
     expect(model.code).toBe('UNSUPPORTED');

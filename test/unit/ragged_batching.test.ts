@@ -212,6 +212,42 @@ describe('resolving allow_ragged_batch, batch_input and batch_output', () => {
       /^unknown target output name 'NOPE' for r$/,
     );
   });
+  it.each<[string, Partial<ModelConfig>, RegExp]>([
+    [
+      'an unknown batch input kind',
+      {
+        batch_input: [
+          { kind: 'BATCH_NOPE' as 'BATCH_ELEMENT_COUNT', target_name: ['INDEX'], data_type: 'TYPE_INT32', source_input: ['INPUT'] },
+        ],
+      },
+      /^unknown batch input kind 'BATCH_NOPE' for r$/,
+    ],
+    [
+      'a batch input with two sources',
+      { batch_input: [{ kind: 'BATCH_ITEM_SHAPE', target_name: ['INDEX'], data_type: 'TYPE_INT32', source_input: ['INPUT', 'INPUT'] }] },
+      /^batch input kind 'BATCH_ITEM_SHAPE' expects 1 source input, got 2 for r$/,
+    ],
+    [
+      'a batch output with no source',
+      { batch_output: [{ kind: 'BATCH_SCATTER_WITH_INPUT_SHAPE', target_name: ['OUT'], source_input: [] }] },
+      /^batch output kind 'BATCH_SCATTER_WITH_INPUT_SHAPE' expects 1 source input, got 0 for r$/,
+    ],
+    [
+      'a batch input without a target name (Serval)',
+      { batch_input: [{ kind: 'BATCH_ELEMENT_COUNT', target_name: [], data_type: 'TYPE_INT32', source_input: ['INPUT'] }] },
+      /^batch input kind 'BATCH_ELEMENT_COUNT' does not specify a target name for r$/,
+    ],
+    [
+      'a batch input named like an input (Serval)',
+      { batch_input: [{ kind: 'BATCH_ELEMENT_COUNT', target_name: ['INPUT'], data_type: 'TYPE_INT32', source_input: ['INPUT'] }] },
+      /^batch input target name 'INPUT' is already used by another input for r$/,
+    ],
+    [
+      'batch inputs on a model that does not batch (Serval)',
+      { max_batch_size: 0, dynamic_batching: undefined },
+      /^batch_input and batch_output require max_batch_size > 0 for r$/,
+    ],
+  ])('refuses %s', (_what, extra, text) => refuses(raggedConfig(extra), text));
   it('refuses ragged batching on a backend other than ONNX Runtime', () => {
     refuses(raggedConfig({ backend: 'python' }), /ONNX Runtime models only, not backend 'python'/);
   });

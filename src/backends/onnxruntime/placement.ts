@@ -84,9 +84,8 @@ function placeNormalized(modelName: string, groups: ModelInstanceGroup[], env: D
     }
     if (kind === 'KIND_CPU') {
       if (g.gpus?.length) {
-        throw ServalError.invalidArg(
-          `instance group '${groupName}' of model '${modelName}' has kind KIND_CPU but specifies one or more GPUs`,
-        );
+        // Triton's texts (ValidateInstanceGroup), so the error people search for is the same.
+        throw ServalError.invalidArg(`instance group ${groupName} of model ${modelName} has kind KIND_CPU but specifies one or more GPUs`);
       }
       for (let c = 0; c < count; c++) out.push({ name: `${groupName}_${c}`, kind: 'KIND_CPU', deviceId: -1 });
       continue;
@@ -98,7 +97,7 @@ function placeNormalized(modelName: string, groups: ModelInstanceGroup[], env: D
     }
     if (env.gpus.length === 0) {
       throw ServalError.invalidArg(
-        `instance group '${groupName}' of model '${modelName}' has kind KIND_GPU, but this machine has no visible CUDA GPU ` +
+        `instance group ${groupName} of model ${modelName} has kind KIND_GPU but no GPUs are available ` +
           `(nvidia-smi found none${process.env.CUDA_VISIBLE_DEVICES !== undefined ? `, CUDA_VISIBLE_DEVICES='${process.env.CUDA_VISIBLE_DEVICES}'` : ''}); ` +
           `use KIND_CPU or KIND_AUTO to run on the CPU`,
       );
@@ -113,8 +112,10 @@ function placeNormalized(modelName: string, groups: ModelInstanceGroup[], env: D
     const devices = g.gpus?.length ? g.gpus : env.gpus;
     for (const d of devices) {
       if (!env.gpus.includes(d)) {
+        // Triton's text; Serval does not check the compute capability, so it names Triton's default minimum.
         throw ServalError.invalidArg(
-          `instance group '${groupName}' of model '${modelName}' specifies GPU ${d}, but the visible GPUs are [${env.gpus.join(', ')}]`,
+          `instance group ${groupName} of model ${modelName} specifies invalid or unsupported gpu id ${d}. ` +
+            `GPUs with at least the minimum required CUDA compute compatibility of 6.000000 are: ${env.gpus.join(', ')}`,
         );
       }
       for (let c = 0; c < count; c++) out.push({ name: `${groupName}_${c}_gpu${d}`, kind: 'KIND_GPU', deviceId: d });
