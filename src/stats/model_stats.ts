@@ -1,5 +1,6 @@
 // Per model version statistics in the shape of Triton's statistics extension. The scheduler
 // records into it at the points Triton does; the stats API and the metrics read it.
+import { latencyObservers } from '../kernel/latency_observers.js';
 
 export interface Duration {
   count: number;
@@ -168,6 +169,17 @@ export class ModelStats {
     add(this.computeInput, t.computeInputNs);
     add(this.computeInfer, t.computeInferNs);
     add(this.computeOutput, t.computeOutputNs);
+    if (latencyObservers.size) {
+      const o = {
+        requestNs: ns,
+        queueNs: Number(t.computeStartNs - t.queueStartNs),
+        computeInputNs: t.computeInputNs,
+        computeInferNs: t.computeInferNs,
+        computeOutputNs: t.computeOutputNs,
+        cacheHit: false,
+      };
+      for (const f of latencyObservers) f(this, o);
+    }
   }
 
   /**
@@ -188,6 +200,17 @@ export class ModelStats {
     add(this.computeInfer, 0);
     add(this.computeOutput, 0);
     add(this.cacheHit, Number(lookupEndNs - lookupStartNs));
+    if (latencyObservers.size) {
+      const o = {
+        requestNs: ns,
+        queueNs: Number(lookupStartNs - requestStartNs),
+        computeInputNs: 0,
+        computeInferNs: 0,
+        computeOutputNs: 0,
+        cacheHit: true,
+      };
+      for (const f of latencyObservers) f(this, o);
+    }
   }
 
   /** A cache miss that ran and was stored: `ns` is the lookup plus the insertion, as in Triton. */

@@ -2,6 +2,7 @@
 # The one entry point of the Serval conformance suite:
 #
 #   1. tools/ci/setup-python.sh   .venv with the official tritonclient + perf_analyzer
+#      test/conformance/setup-kserve.sh   .venv-kserve with the KServe Python SDK
 #   2. tools/ci/install-ghz.sh    ghz into .tools/bin
 #   3. pytest test/conformance    official clients vs. a Serval it starts itself
 #   4. reference                  tools/ci/setup-triton.sh, then pytest test/reference: the real
@@ -57,6 +58,9 @@ stage() { # stage NAME CMD...
 }
 
 stage setup-python bash tools/ci/setup-python.sh || { echo "setup-python failed" >&2; exit 1; }
+# The KServe SDK for test_kserve_clients.py, in .venv-kserve (its dependencies stay out of .venv);
+# a failed install is reported in the summary and fails the run, and the tests still run.
+stage setup-kserve bash test/conformance/setup-kserve.sh
 if ((RUN_GHZ)); then
   stage install-ghz bash tools/ci/install-ghz.sh || RUN_GHZ=0
 fi

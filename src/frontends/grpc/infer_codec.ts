@@ -154,7 +154,28 @@ function hasAny(c: GrpcTensorContents): boolean {
   return Object.values(c).some((v) => (Array.isArray(v) || v instanceof Uint8Array) && v.length > 0);
 }
 
+/** The one `triton_` request parameter Triton's gRPC front-end accepts (its TRITON_RESERVED_REQUEST_PARAMS). */
+export const EMPTY_FINAL_PARAM = 'triton_enable_empty_final_response';
+
+/**
+ * Triton's refusals of reserved request parameters: any other key starting with `triton_`, and
+ * triton_enable_empty_final_response that is not a bool (unary calls accept and drop it too).
+ */
+function checkReserved(p: Params): void {
+  for (const key of Object.keys(p)) {
+    if (!key.startsWith('triton_')) continue;
+    if (key !== EMPTY_FINAL_PARAM) {
+      throw bad(
+        `parameter keys starting with 'triton_' are reserved for Triton usage. Only the following keys starting with 'triton_' are allowed: ${EMPTY_FINAL_PARAM}`,
+      );
+    }
+    if (typeof p[key] !== 'boolean') throw bad(`invalid value type for '${EMPTY_FINAL_PARAM}' parameter, expected bool_param.`);
+  }
+}
+
 export function decodeGrpcInfer(msg: GrpcInferRequest): InferRequest {
+  const reqParams = params(msg.parameters);
+  checkReserved(reqParams);
   const raws = msg.raw_input_contents ?? [];
   const inputs = msg.inputs ?? [];
   // As in Triton, raw_input_contents are the data of the inputs that are not in shared memory, in order.
@@ -171,7 +192,7 @@ export function decodeGrpcInfer(msg: GrpcInferRequest): InferRequest {
     modelName: msg.model_name,
     modelVersion: msg.model_version ?? '',
     id: msg.id ?? '',
-    parameters: params(msg.parameters),
+    parameters: reqParams,
     inputs: inputs.map((inp, i) => {
       const p = params(inp.parameters);
       const shape = inp.shape.map((d) => Number(d));

@@ -5,7 +5,9 @@ import type { ByteBudget } from '../../kernel/byte_budget.js';
 import { Cancellation } from '../../kernel/cancel.js';
 import { ServalError } from '../../kernel/errors.js';
 import type { Logger } from '../../kernel/log.js';
+import { forwardedMetadata, type HeaderPattern } from '../header_forward.js';
 import { grpcRefusal, type Restrictions, restrictedAddService } from '../restricted.js';
+import { type GrpcKeepalive, type GrpcTls, keepaliveOptions, policeServerPings, serverCredentials } from './connection.js';
 import type { HealthHandlers } from './generated/grpc/health/v1/Health.js';
 import type { HealthCheckRequest__Output } from './generated/grpc/health/v1/HealthCheckRequest.js';
 import type { ProtoGrpcType } from './generated/grpc_service.js';
@@ -110,16 +112,32 @@ export async function startGrpcServer(
   log: Logger,
   host: string,
   port: number,
-  /** `limits`: per-message receive limits (receive_timeout.ts); none when absent. */
-  opts: { restrictions?: Restrictions; budget?: ByteBudget; limits?: ReceiveLimits } = {},
+  /**
+   * `limits`: per-message receive limits (receive_timeout.ts); none when absent. `tls`: serve over
+   * TLS (connection.ts); `keepalive`: Triton's keepalive and ping settings; `forwardPattern`: the
+   * metadata forwarded as request parameters (--grpc-header-forward-pattern).
+   */
+  opts: {
+    restrictions?: Restrictions;
+    budget?: ByteBudget;
+    limits?: ReceiveLimits;
+    tls?: GrpcTls;
+    keepalive?: GrpcKeepalive;
+    forwardPattern?: HeaderPattern;
+  } = {},
 ): Promise<GrpcServer> {
   const unary = unaryWith(log);
-  const streams = streamInfer(core, log, opts.budget);
+  const pattern = opts.forwardPattern;
+  const forward = pattern ? (md: grpc.Metadata) => forwardedMetadata(pattern, md) : undefined;
+  const streams = streamInfer(core, log, opts.budget, forward);
   const infer = modelInfer(core, opts.budget);
   const pkg = loadDefinitions();
+  // Read before the server exists, so a missing certificate fails start-up with its flag's name.
+  const credentials = serverCredentials(opts.tls);
   const server = new grpc.Server({
     'grpc.max_receive_message_length': MAX_MESSAGE,
     'grpc.max_send_message_length': MAX_MESSAGE,
+    ...keepaliveOptions(opts.keepalive),
   });
 
   // Every service goes through this: --grpc-restricted-protocol guards its methods by name.
@@ -153,7 +171,8 @@ export async function startGrpcServer(
     ModelInfer: unary((r: WireInferRequest, call: grpc.ServerUnaryCall<WireInferRequest, Buffer>): Promise<Buffer> => {
       const cancellation = new Cancellation();
       call.once('cancelled', () => cancellation.cancel());
-      return infer(r, { cancellation }, writeInferResponse);
+      const forwarded = forward?.(call.metadata);
+      return infer(r, { cancellation, ...(forwarded && { forwarded }) }, writeInferResponse);
     }),
   });
   serveUnaryInfer(server, {
@@ -161,6 +180,7 @@ export async function startGrpcServer(
     log,
     maxMessage: MAX_MESSAGE,
     refusal: grpcRefusal(opts.restrictions, 'ModelInfer'),
+    forward,
     budget: opts.budget,
     limits: opts.limits,
   });
@@ -175,8 +195,9 @@ export async function startGrpcServer(
   } satisfies Partial<HealthHandlers>);
 
   const bound = await new Promise<number>((resolve, reject) =>
-    server.bindAsync(`${host}:${port}`, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+    server.bindAsync(`${host}:${port}`, credentials, (err, p) => (err ? reject(err) : resolve(p))),
   );
+  policeServerPings(server, opts.keepalive);
   log.debug('grpc server bound', { port: bound });
   const shutdown = (): Promise<void> => {
     streams.drain();

@@ -14,6 +14,7 @@ import { asServalError, grpcStatus, isServerFault, ServalError } from '../../ker
 import type { Logger } from '../../kernel/log.js';
 import type { RequestTrace } from '../../kernel/trace.js';
 import type { InferRequest, InferResponse } from '../../kernel/types.js';
+import { addForwarded } from '../header_forward.js';
 import { decodeGrpcInfer, encodeGrpcInfer, type GrpcInferRequest } from './infer_codec.js';
 import { type WireInferRequest, writeStreamResponse } from './infer_wire.js';
 import { grpcInferTrace } from './trace_logging.js';
@@ -134,6 +135,8 @@ class InferStream {
   private closed = false;
   /** The client opened the stream with `triton_grpc_error: true`. */
   private readonly grpcErrors: boolean;
+  /** The stream's metadata forwarded into every request's parameters (--grpc-header-forward-pattern). */
+  private readonly forwarded: Record<string, string> | undefined;
 
   constructor(
     private readonly call: StreamInferCall,
@@ -141,9 +144,11 @@ class InferStream {
     private readonly log: Logger,
     private readonly onClosed: (s: InferStream) => void,
     private readonly budget?: ByteBudget,
+    forward?: (metadata: grpc.Metadata) => Record<string, string> | undefined,
   ) {
     // Read once, when the stream opens, as Triton does.
     this.grpcErrors = call.metadata.get(GRPC_ERROR_HEADER)[0] === 'true';
+    this.forwarded = forward?.(call.metadata);
     call.on('data', (msg: WireInferRequest) => this.onRequest(msg));
     // Half-close: answer what is in flight, then end the stream.
     call.on('end', () => {
@@ -211,6 +216,7 @@ class InferStream {
       return;
     }
     const { req, emptyFinal } = decoded;
+    addForwarded(req.parameters, this.forwarded);
     // Each request of the stream holds its tensors' bytes against the in-flight budget until its final answer.
     try {
       let held = 0;
@@ -339,12 +345,17 @@ class InferStream {
   }
 }
 
-export function streamInfer(core: CoreApi, log: Logger, budget?: ByteBudget): StreamInfer {
+export function streamInfer(
+  core: CoreApi,
+  log: Logger,
+  budget?: ByteBudget,
+  forward?: (metadata: grpc.Metadata) => Record<string, string> | undefined,
+): StreamInfer {
   const open = new Set<InferStream>();
   let draining = false;
   return {
     handler: (call) => {
-      const s = new InferStream(call, core, log, (closed) => open.delete(closed), budget);
+      const s = new InferStream(call, core, log, (closed) => open.delete(closed), budget, forward);
       open.add(s);
       if (draining) s.drain();
     },

@@ -16,8 +16,9 @@ import { Cancellation } from '../../kernel/cancel.js';
 import { asServalError, grpcStatus, isServerFault, ServalError } from '../../kernel/errors.js';
 import type { Logger } from '../../kernel/log.js';
 import { freeNow } from '../../kernel/memory.js';
+import { addForwarded } from '../header_forward.js';
 import type { ModelInferResponse } from './generated/inference/ModelInferResponse.js';
-import { decodeGrpcInfer, encodeGrpcInfer } from './infer_codec.js';
+import { decodeGrpcInfer, EMPTY_FINAL_PARAM, encodeGrpcInfer } from './infer_codec.js';
 import { readInferRequest, type WireInferRequest, writeInferResponseParts } from './infer_wire.js';
 import { endTimedOut, gatherMessages, MessageClock, type ReceiveLimits } from './receive_timeout.js';
 import { grpcInferTrace, grpcTraceSending } from './trace_logging.js';
@@ -36,6 +37,8 @@ export interface ModelInferCall {
   ownMemory?: ArrayBuffer;
   /** The message's bytes, admitted against the in-flight budget before it was read; released here. */
   ticket?: BudgetTicket;
+  /** Headers forwarded as request parameters (--grpc-header-forward-pattern), added after the request's own. */
+  forwarded?: Record<string, string>;
 }
 
 /** Runs one ModelInfer and encodes its response with `encode`; rejects with the error to answer. */
@@ -63,6 +66,9 @@ export function modelInfer(core: CoreApi, budget: ByteBudget | undefined): Model
     const trace = grpcInferTrace(core, r.model_name);
     try {
       const req = decodeGrpcInfer(r);
+      // Only a stream has empty final responses to enable; a unary call takes the flag and drops it (as Triton).
+      delete req.parameters[EMPTY_FINAL_PARAM];
+      addForwarded(req.parameters, call.forwarded);
       req.cancellation = call.cancellation;
       if (call.ownMemory) req.ownMemory = call.ownMemory;
       if (trace) req.trace = trace;
@@ -135,6 +141,8 @@ export interface UnaryInferOptions {
   log: Logger;
   /** grpc.max_receive_message_length / max_send_message_length of the server. */
   maxMessage: number;
+  /** --grpc-header-forward-pattern: the metadata a call forwards as request parameters. */
+  forward?: (metadata: grpc.Metadata) => Record<string, string> | undefined;
   /** --grpc-restricted-protocol's check for ModelInfer (restricted.ts grpcRefusal); none: unrestricted. */
   refusal?: (metadata: grpc.Metadata) => string | undefined;
   /**
@@ -203,6 +211,7 @@ class UnaryInferCall {
   /** The message's admission against the budget, until the run takes it over. */
   private ticket: BudgetTicket | undefined;
   private readonly clock: MessageClock | undefined;
+  private readonly forwarded: Record<string, string> | undefined;
 
   constructor(
     private readonly stream: ServerHttp2Stream,
@@ -221,7 +230,9 @@ class UnaryInferCall {
       // Beyond setTimeout's range (about 24.8 days) there is no deadline to keep.
       if (ms < 2 ** 31) this.timer = setTimeout(() => this.expire(), ms | 0);
     }
-    const details = opts.refusal?.(grpc.Metadata.fromHttp2Headers(headers));
+    const metadata = opts.refusal || opts.forward ? grpc.Metadata.fromHttp2Headers(headers) : undefined;
+    this.forwarded = metadata && opts.forward?.(metadata);
+    const details = metadata && opts.refusal?.(metadata);
     if (details !== undefined) this.fail(grpc.status.UNAVAILABLE, details);
   }
 
@@ -296,6 +307,7 @@ class UnaryInferCall {
     this.running = true;
     // Nothing here reads the request's tensors once the core has it: its memory may be taken over.
     const call: ModelInferCall = { cancellation: this.cancellation, ownMemory: message.buffer as ArrayBuffer, ticket: this.ticket };
+    if (this.forwarded) call.forwarded = this.forwarded;
     this.ticket = undefined;
     this.opts.run(r, call, writeInferResponseParts).then(
       (out) => {

@@ -6,8 +6,13 @@ import http from 'node:http';
 import os from 'node:os';
 import client from 'prom-client';
 import type { CoreApi, ModelMetricsRow } from '../../core/api.js';
+import { pythonCustomMetrics } from '../../kernel/custom_metrics.js';
+import { type LatencyObservation, type LatencyObserver, latencyObservers } from '../../kernel/latency_observers.js';
+import type { FailureReason } from '../../stats/model_stats.js';
 
 type Labels = { model: string; version: string };
+
+const FAILURE_REASONS: readonly FailureReason[] = ['REJECTED', 'CANCELED', 'BACKEND', 'OTHER'];
 
 function labelsOf(row: ModelMetricsRow): Labels {
   return { model: row.model, version: row.version };
@@ -20,12 +25,22 @@ export interface MetricsOptions {
   cpuMetrics: boolean;
   /** Triton's --metrics-config histogram_latencies=true (off by default, as in Triton). */
   histogramLatencies?: boolean;
+  /** The rest of --metrics-config (RegistryOptions). */
+  counterLatencies?: boolean;
+  summaryLatencies?: boolean;
+  summaryQuantiles?: [number, number][];
 }
 
 /** What buildRegistry exports besides the metrics every Triton exports. */
 export interface RegistryOptions {
   /** Triton's histogram_latencies: nv_inference_first_response_histogram_ms. */
   histogramLatencies?: boolean;
+  /** Triton's counter_latencies (default true): the nv_inference_*_duration_us counters. */
+  counterLatencies?: boolean;
+  /** Triton's summary_latencies (default false): the nv_inference_*_summary_us summaries. */
+  summaryLatencies?: boolean;
+  /** Triton's summary_quantiles: [quantile, error] pairs (Triton's defaults when absent). */
+  summaryQuantiles?: [number, number][];
 }
 
 /** The machine's CPU utilization over the last interval and its memory, sampled on a timer. */
@@ -99,8 +114,9 @@ export function buildRegistry(core: CoreApi, cpu?: CpuSampler, opts: RegistryOpt
     registers: [registry],
     collect() {
       this.reset();
+      // Every reason from the first scrape on, 0 until it happens (Triton 2.51 does so too).
       for (const mv of versions()) {
-        for (const [reason, n] of mv.stats.failuresByReason) this.inc({ ...labelsOf(mv), reason }, n);
+        for (const reason of FAILURE_REASONS) this.inc({ ...labelsOf(mv), reason }, mv.stats.failuresByReason.get(reason) ?? 0);
       }
     },
   });
@@ -110,23 +126,29 @@ export function buildRegistry(core: CoreApi, cpu?: CpuSampler, opts: RegistryOpt
     'Number of model executions performed (does not include cached requests)',
     (m) => m.stats.executionCount,
   );
-  counter('nv_inference_request_duration_us', 'Cumulative inference request duration in microseconds (includes cached requests)', (m) =>
-    us(m.stats.success.ns),
+  // --metrics-config counter_latencies=false leaves out the latency counters (the cache's too, as Triton).
+  const latencyCounter: typeof counter = opts.counterLatencies === false ? () => {} : counter;
+  latencyCounter(
+    'nv_inference_request_duration_us',
+    'Cumulative inference request duration in microseconds (includes cached requests)',
+    (m) => us(m.stats.success.ns),
   );
-  counter('nv_inference_queue_duration_us', 'Cumulative inference queuing duration in microseconds (includes cached requests)', (m) =>
-    us(m.stats.queue.ns),
+  latencyCounter(
+    'nv_inference_queue_duration_us',
+    'Cumulative inference queuing duration in microseconds (includes cached requests)',
+    (m) => us(m.stats.queue.ns),
   );
-  counter(
+  latencyCounter(
     'nv_inference_compute_input_duration_us',
     'Cumulative compute input duration in microseconds (does not include cached requests)',
     (m) => us(m.stats.computeInput.ns),
   );
-  counter(
+  latencyCounter(
     'nv_inference_compute_infer_duration_us',
     'Cumulative compute inference duration in microseconds (does not include cached requests)',
     (m) => us(m.stats.computeInfer.ns),
   );
-  counter(
+  latencyCounter(
     'nv_inference_compute_output_duration_us',
     'Cumulative inference compute output duration in microseconds (does not include cached requests)',
     (m) => us(m.stats.computeOutput.ns),
@@ -165,7 +187,7 @@ export function buildRegistry(core: CoreApi, cpu?: CpuSampler, opts: RegistryOpt
 
   // Triton's response cache metrics, for the versions the cache serves (docs/response_cache.md).
   const cacheCounter = (name: string, help: string, read: (row: ModelMetricsRow) => number): void =>
-    counter(name, help, read, (mv) => mv.stats.cacheEnabled);
+    latencyCounter(name, help, read, (mv) => mv.stats.cacheEnabled);
   cacheCounter('nv_cache_num_hits_per_model', 'Number of cache hits per model', (m) => m.stats.cacheHit.count);
   cacheCounter('nv_cache_num_misses_per_model', 'Number of cache misses per model', (m) => m.stats.cacheMiss.count);
   cacheCounter('nv_cache_hit_duration_per_model', 'Total cache hit duration per model, in microseconds', (m) => us(m.stats.cacheHit.ns));
@@ -174,6 +196,7 @@ export function buildRegistry(core: CoreApi, cpu?: CpuSampler, opts: RegistryOpt
   );
 
   if (opts.histogramLatencies) firstResponseHistogram(registry, versions);
+  if (opts.summaryLatencies) latencySummaries(registry, versions, opts.summaryQuantiles ?? DEFAULT_QUANTILES);
 
   // Triton's CPU metrics (per interval).
   if (cpu) {
@@ -192,6 +215,130 @@ export function buildRegistry(core: CoreApi, cpu?: CpuSampler, opts: RegistryOpt
     gauge('nv_cpu_memory_used_bytes', 'CPU used memory (RAM), in bytes', () => cpu.memoryUsed);
   }
   return registry;
+}
+
+/** Triton's default summary quantiles and allowed errors (core's MetricReporterConfig). */
+const DEFAULT_QUANTILES: [number, number][] = [
+  [0.5, 0.05],
+  [0.9, 0.01],
+  [0.95, 0.001],
+  [0.99, 0.001],
+  [0.999, 0.000001],
+];
+
+/** Triton's latency summaries: name, help (Triton's texts), what they observe (µs, truncated as Triton's). */
+const SUMMARIES: [string, string, (o: LatencyObservation) => number][] = [
+  [
+    'nv_inference_request_summary_us',
+    'Summary of inference request duration in microseconds (includes cached requests)',
+    (o) => o.requestNs,
+  ],
+  ['nv_inference_queue_summary_us', 'Summary of inference queuing duration in microseconds (includes cached requests)', (o) => o.queueNs],
+  [
+    'nv_inference_compute_input_summary_us',
+    'Cumulative compute input duration in microseconds (does not include cached requests)',
+    (o) => o.computeInputNs,
+  ],
+  [
+    'nv_inference_compute_infer_summary_us',
+    'Cumulative compute inference duration in microseconds (does not include cached requests)',
+    (o) => o.computeInferNs,
+  ],
+  [
+    'nv_inference_compute_output_summary_us',
+    'Cumulative inference compute output duration in microseconds (does not include cached requests)',
+    (o) => o.computeOutputNs,
+  ],
+];
+
+/** The observer each registry's summaries listen with, so a closed metrics server stops listening. */
+const summaryObservers = new WeakMap<client.Registry, LatencyObserver>();
+
+/**
+ * Triton's --metrics-config summary_latencies=true: per model version, a sliding-window summary
+ * (prometheus-cpp's defaults: 60 s in 5 age buckets) of every successful request's times, fed as
+ * requests complete (kernel/latency_observers.ts). prom-client estimates the quantiles with a
+ * t-digest, so the allowed errors of summary_quantiles are accepted but not used. As in Triton, a
+ * version the response cache serves has no request summary (cache lookups would skew it), and a
+ * cache hit adds nothing to the compute summaries.
+ */
+function latencySummaries(registry: client.Registry, versions: () => ModelMetricsRow[], quantiles: [number, number][]): void {
+  const seen = new Map<string, Labels>();
+  const summaries = SUMMARIES.map(
+    ([name, help, read]) =>
+      [
+        new client.Summary({
+          name,
+          help,
+          labelNames: ['model', 'version'],
+          percentiles: quantiles.map(([q]) => q),
+          maxAgeSeconds: 60,
+          ageBuckets: 5,
+          // Registered through tritonOrder (below), not directly.
+          registers: [],
+          // Versions no longer loaded leave the output, as Triton removes an unloaded model's metrics.
+          collect() {
+            const loaded = new Set(versions().map((r) => `${r.model}\0${r.version}`));
+            for (const [key, labels] of seen) if (!loaded.has(key)) this.remove(labels);
+          },
+        }),
+        read,
+        name,
+      ] as const,
+  );
+  for (const [summary, , name] of summaries) registry.registerMetric(tritonOrder(summary, name));
+  const rows = new WeakMap<object, ModelMetricsRow>();
+  const rowOf = (source: object): ModelMetricsRow | undefined => {
+    let row = rows.get(source);
+    if (!row) {
+      row = versions().find((r) => r.stats === source);
+      if (row) rows.set(source, row);
+    }
+    return row;
+  };
+  const observer: LatencyObserver = (source, o) => {
+    const row = rowOf(source);
+    if (!row) return;
+    const labels = labelsOf(row);
+    seen.set(`${labels.model}\0${labels.version}`, labels);
+    for (const [summary, read, name] of summaries) {
+      if (name === 'nv_inference_request_summary_us' && row.stats.cacheEnabled) continue;
+      if (o.cacheHit && name.startsWith('nv_inference_compute_')) continue;
+      summary.observe(labels, Math.floor(read(o) / 1000));
+    }
+  };
+  latencyObservers.add(observer);
+  summaryObservers.set(registry, observer);
+}
+
+/**
+ * A summary's lines in Triton's (prometheus-cpp's) order, for the greps people keep for
+ * tritonserver's output: per version `_count`, `_sum`, then the quantiles with `quantile` after
+ * the model labels (prom-client writes the quantiles first, `quantile` first).
+ */
+function tritonOrder(summary: client.Summary<'model' | 'version'>, name: string): client.Metric {
+  type Value = { metricName?: string; labels: Record<string, string | number>; value: number };
+  const rank = (v: Value): number => (v.metricName === `${name}_count` ? 0 : v.metricName === `${name}_sum` ? 1 : 2);
+  const get = async () => {
+    const got = (await summary.get()) as unknown as { values: Value[] };
+    const byVersion = new Map<string, Value[]>();
+    for (const v of got.values) {
+      const { quantile, ...model } = v.labels;
+      const key = `${model.model}\0${model.version}`;
+      const list = byVersion.get(key) ?? [];
+      byVersion.set(key, list);
+      list.push({ metricName: v.metricName ?? name, labels: quantile === undefined ? model : { ...model, quantile }, value: v.value });
+    }
+    const values = [...byVersion.values()].flatMap((list) => list.sort((x, y) => rank(x) - rank(y)));
+    return { ...got, name, values };
+  };
+  return { name, help: (summary as unknown as { help: string }).help, type: 'summary', aggregator: 'sum', get } as unknown as client.Metric;
+}
+
+/** Stops feeding the registry's latency summaries (its metrics server closed). */
+export function stopLatencySummaries(registry: client.Registry): void {
+  const observer = summaryObservers.get(registry);
+  if (observer) latencyObservers.delete(observer);
 }
 
 const FIRST_RESPONSE = 'nv_inference_first_response_histogram_ms';
@@ -234,18 +381,27 @@ export async function startMetricsServer(
   opts: MetricsOptions,
 ): Promise<{ server: http.Server; port: number }> {
   const cpu = opts.cpuMetrics ? new CpuSampler(opts.intervalMs) : undefined;
-  const registry = buildRegistry(core, cpu, { histogramLatencies: opts.histogramLatencies });
+  const registry = buildRegistry(core, cpu, {
+    histogramLatencies: opts.histogramLatencies,
+    counterLatencies: opts.counterLatencies,
+    summaryLatencies: opts.summaryLatencies,
+    summaryQuantiles: opts.summaryQuantiles,
+  });
   const server = http.createServer((req, res) => {
     if (req.method !== 'GET' || (req.url ?? '').split('?')[0] !== '/metrics') {
       res.writeHead(404, { 'content-type': 'text/plain' }).end('not found; metrics are at /metrics\n');
       return;
     }
     registry.metrics().then(
-      (text) => res.writeHead(200, { 'content-type': registry.contentType }).end(text),
+      // Then the Python models' own metrics (pb_utils.MetricFamily), as Triton lists them with its own.
+      (text) => res.writeHead(200, { 'content-type': registry.contentType }).end(text + pythonCustomMetrics.render()),
       (e: Error) => res.writeHead(500, { 'content-type': 'text/plain' }).end(e.message),
     );
   });
-  server.once('close', () => cpu?.stop());
+  server.once('close', () => {
+    cpu?.stop();
+    stopLatencySummaries(registry);
+  });
   await new Promise<void>((resolve, reject) => {
     server.once('error', (e) => {
       cpu?.stop();
