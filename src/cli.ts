@@ -11,7 +11,8 @@ async function main(): Promise<number> {
   } catch (e) {
     if (e instanceof UsageError) {
       process.stderr.write(`error: ${e.message}\n\n${USAGE}`);
-      return 2;
+      // tritonserver's status for a command line it cannot use.
+      return 1;
     }
     throw e;
   }

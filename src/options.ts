@@ -3,8 +3,11 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { parseCacheSettings } from './cache/cache_config.js';
+import { headerPattern } from './frontends/header_forward.js';
 import { parseRestrictions } from './frontends/restricted.js';
 import { isLogFormat } from './kernel/log.js';
+import { checkIgnoredValue, IGNORED_OPTIONS, resolveLongOption, TRITON_OPTIONS } from './options_triton.js';
+import { rateLimiterFromOptions } from './scheduler/rate_limiter.js';
 import { parseTraceConfig } from './trace/config.js';
 
 export interface ServerOptions {
@@ -68,6 +71,40 @@ export interface ServerOptions {
   grpcMessageReceiveTimeoutSecs: number;
   /** A gRPC request message with no data for this long ends its stream (0 = no limit). */
   grpcMessageIdleTimeoutSecs: number;
+  /** --model-config-name: a model folder's configs/NAME.pbtxt wins over config.pbtxt ('' = config.pbtxt). */
+  modelConfigName: string;
+  /** --model-namespacing: the same model name may live in several repositories. */
+  modelNamespacing: boolean;
+  /** Models loaded at once (start-up, poll and repository API loads). */
+  modelLoadThreadCount: number;
+  /** Further attempts after a model's load fails. */
+  modelLoadRetryCount: number;
+  /** Client shared-memory registration is refused unless true (Triton 2.73's default). */
+  allowClientShm: boolean;
+  grpcUseSsl: boolean;
+  grpcUseSslMutual: boolean;
+  grpcServerCert: string;
+  grpcServerKey: string;
+  grpcRootCert: string;
+  /** gRPC keepalive and HTTP/2 ping settings, tritonserver's units (milliseconds). */
+  grpcKeepaliveTime: number;
+  grpcKeepaliveTimeout: number;
+  grpcKeepalivePermitWithoutCalls: boolean;
+  grpcHttp2MaxPingsWithoutData: number;
+  grpcHttp2MinRecvPingIntervalWithoutData: number;
+  grpcHttp2MaxPingStrikes: number;
+  /** Milliseconds; undefined = no limit (Triton's "undefined" default). */
+  grpcMaxConnectionAge?: number;
+  grpcMaxConnectionAgeGrace?: number;
+  /** Regular expressions for headers forwarded as request parameters ('' = none). */
+  httpHeaderForwardPattern: string;
+  grpcHeaderForwardPattern: string;
+  /** --rate-limit: off or execution_count. */
+  rateLimit: string;
+  /** `--rate-limit-resource NAME:COUNT[:DEVICE]` entries, as given. */
+  rateLimitResource: string[];
+  /** Triton options Serval accepts but has no use for, with the values given (startServer reports them). */
+  ignoredOptions: [string, string][];
 }
 
 export const DEFAULTS: ServerOptions = {
@@ -115,6 +152,27 @@ export const DEFAULTS: ServerOptions = {
   // over a 1 Mbit/s link (about 9 minutes). A stream idle between messages is never timed.
   grpcMessageReceiveTimeoutSecs: 900,
   grpcMessageIdleTimeoutSecs: 60,
+  modelConfigName: '',
+  modelNamespacing: false,
+  modelLoadThreadCount: 4,
+  modelLoadRetryCount: 0,
+  allowClientShm: false,
+  grpcUseSsl: false,
+  grpcUseSslMutual: false,
+  grpcServerCert: '',
+  grpcServerKey: '',
+  grpcRootCert: '',
+  grpcKeepaliveTime: 7200000,
+  grpcKeepaliveTimeout: 20000,
+  grpcKeepalivePermitWithoutCalls: false,
+  grpcHttp2MaxPingsWithoutData: 2,
+  grpcHttp2MinRecvPingIntervalWithoutData: 300000,
+  grpcHttp2MaxPingStrikes: 2,
+  httpHeaderForwardPattern: '',
+  grpcHeaderForwardPattern: '',
+  rateLimit: 'off',
+  rateLimitResource: [],
+  ignoredOptions: [],
 };
 
 type Kind = 'string' | 'list' | 'int' | 'bool' | 'mode';
@@ -164,6 +222,28 @@ const FLAGS: Record<string, [keyof ServerOptions, Kind]> = {
   'http-body-timeout-secs': ['httpBodyTimeoutSecs', 'int'],
   'grpc-message-receive-timeout-secs': ['grpcMessageReceiveTimeoutSecs', 'int'],
   'grpc-message-idle-timeout-secs': ['grpcMessageIdleTimeoutSecs', 'int'],
+  'model-config-name': ['modelConfigName', 'string'],
+  'model-namespacing': ['modelNamespacing', 'bool'],
+  'model-load-thread-count': ['modelLoadThreadCount', 'int'],
+  'model-load-retry-count': ['modelLoadRetryCount', 'int'],
+  'allow-client-shm': ['allowClientShm', 'bool'],
+  'grpc-use-ssl': ['grpcUseSsl', 'bool'],
+  'grpc-use-ssl-mutual': ['grpcUseSslMutual', 'bool'],
+  'grpc-server-cert': ['grpcServerCert', 'string'],
+  'grpc-server-key': ['grpcServerKey', 'string'],
+  'grpc-root-cert': ['grpcRootCert', 'string'],
+  'grpc-keepalive-time': ['grpcKeepaliveTime', 'int'],
+  'grpc-keepalive-timeout': ['grpcKeepaliveTimeout', 'int'],
+  'grpc-keepalive-permit-without-calls': ['grpcKeepalivePermitWithoutCalls', 'bool'],
+  'grpc-http2-max-pings-without-data': ['grpcHttp2MaxPingsWithoutData', 'int'],
+  'grpc-http2-min-recv-ping-interval-without-data': ['grpcHttp2MinRecvPingIntervalWithoutData', 'int'],
+  'grpc-http2-max-ping-strikes': ['grpcHttp2MaxPingStrikes', 'int'],
+  'grpc-max-connection-age': ['grpcMaxConnectionAge', 'int'],
+  'grpc-max-connection-age-grace': ['grpcMaxConnectionAgeGrace', 'int'],
+  'http-header-forward-pattern': ['httpHeaderForwardPattern', 'string'],
+  'grpc-header-forward-pattern': ['grpcHeaderForwardPattern', 'string'],
+  'rate-limit': ['rateLimit', 'string'],
+  'rate-limit-resource': ['rateLimitResource', 'list'],
 };
 
 export class UsageError extends Error {}
@@ -199,14 +279,39 @@ const LEGACY_TRACE: Record<string, string> = {
   'trace-log-frequency': 'triton,log-frequency=',
 };
 
+/** Every long option: tritonserver's in its order (getopt's ambiguity text lists them so), then Serval's own. */
+const LONG_OPTIONS = [...new Set([...TRITON_OPTIONS.map(([n]) => n), ...Object.keys(FLAGS), ...Object.keys(LEGACY_TRACE), 'config-file'])];
+const TRITON_ARG = new Map(TRITON_OPTIONS);
+
+/** The full option name an argument's name abbreviates, as tritonserver's getopt_long resolves it. */
+function longOption(arg: string, key: string): string {
+  try {
+    // Two names of one setting (--model-store, --model-repository) are not ambiguous.
+    return resolveLongOption(arg, key, LONG_OPTIONS, (n) => FLAGS[n]?.[0] ?? n);
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+}
+
 function apply(opts: ServerOptions, flag: string, raw: unknown): void {
+  if (flag in IGNORED_OPTIONS) {
+    for (const v of Array.isArray(raw) ? raw : [raw]) {
+      try {
+        checkIgnoredValue(flag, TRITON_ARG.get(flag) ?? 'string', String(v));
+      } catch (e) {
+        throw new UsageError((e as Error).message);
+      }
+      opts.ignoredOptions.push([flag, String(v)]);
+    }
+    return;
+  }
   const legacy = LEGACY_TRACE[flag];
   if (legacy !== undefined) {
     for (const v of Array.isArray(raw) ? raw : [raw]) opts.traceConfig.push(`${legacy}${String(v)}`);
     return;
   }
   const spec = FLAGS[flag];
-  if (!spec) throw new UsageError(`unknown option --${flag} (see --help)`);
+  if (!spec) throw new UsageError(`unrecognized option '--${flag}'`);
   const [key, kind] = spec;
   const values = kind === 'list' && Array.isArray(raw) ? raw : [raw];
   for (const v of values) {
@@ -221,19 +326,30 @@ export function parseArgs(argv: string[]): ServerOptions & { help: boolean } {
   let help = false;
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
-    if (a === '--help' || a === '-h') {
+    if (a === '-h') {
       help = true;
       continue;
     }
+    // getopt's end of options: anything after it is an argument, which Serval takes none of.
+    if (a === '--') {
+      if (i + 1 < argv.length) throw new UsageError(`unexpected argument '${argv[i + 1]}'`);
+      break;
+    }
     if (!a.startsWith('--')) throw new UsageError(`unexpected argument '${a}'`);
-    let [flag, value] = a.slice(2).split(/=(.*)/s, 2) as [string, string | undefined];
+    const [key, given] = a.slice(2).split(/=(.*)/s, 2) as [string, string | undefined];
+    const flag = longOption(a, key);
+    let value = given;
+    if (flag === 'help') {
+      help = true;
+      continue;
+    }
     if (value === undefined) {
-      const kind = FLAGS[flag]?.[1];
+      const kind = FLAGS[flag]?.[1] ?? TRITON_ARG.get(flag);
       const next = argv[i + 1];
       // A bare boolean flag means true (`--strict-readiness`); otherwise the value follows.
-      if (kind === 'bool' && (next === undefined || next.startsWith('--'))) value = 'true';
+      if ((kind === 'bool' || kind === 'none') && (next === undefined || next.startsWith('--'))) value = 'true';
       else {
-        if (next === undefined) throw new UsageError(`--${flag} needs a value`);
+        if (next === undefined) throw new UsageError(`option '--${flag}' requires an argument`);
         value = next;
         i++;
       }
@@ -251,6 +367,8 @@ export function parseArgs(argv: string[]): ServerOptions & { help: boolean } {
     backendConfig: [],
     cacheConfig: [],
     metricsConfig: [],
+    rateLimitResource: [],
+    ignoredOptions: [],
   };
   if (settingsFile) {
     let doc: unknown;
@@ -262,7 +380,7 @@ export function parseArgs(argv: string[]): ServerOptions & { help: boolean } {
     if (doc !== null && (typeof doc !== 'object' || Array.isArray(doc))) {
       throw new UsageError(`settings file '${settingsFile}' must be a mapping of option names to values`);
     }
-    for (const [k, v] of Object.entries((doc ?? {}) as Record<string, unknown>)) apply(opts, k, v);
+    for (const [k, v] of Object.entries((doc ?? {}) as Record<string, unknown>)) apply(opts, longOption(`--${k}`, k), v);
   }
   // Repositories named on the command line replace those of the settings file.
   if (cli.some(([f]) => f === 'model-repository' || f === 'model-store')) opts.modelRepositories = [];
@@ -272,6 +390,7 @@ export function parseArgs(argv: string[]): ServerOptions & { help: boolean } {
   if (cli.some(([f]) => f === 'backend-config')) opts.backendConfig = [];
   if (cli.some(([f]) => f === 'cache-config')) opts.cacheConfig = [];
   if (cli.some(([f]) => f === 'metrics-config')) opts.metricsConfig = [];
+  if (cli.some(([f]) => f === 'rate-limit-resource')) opts.rateLimitResource = [];
   if (cli.some(([f]) => f === 'trace-config' || f in LEGACY_TRACE)) opts.traceConfig = [];
   for (const [f, v] of cli) apply(opts, f, v);
   // Checked here so a bad group fails at start-up with tritonserver's message.
@@ -281,11 +400,19 @@ export function parseArgs(argv: string[]): ServerOptions & { help: boolean } {
   } catch (e) {
     throw new UsageError((e as Error).message);
   }
-  if (!isLogFormat(opts.logFormat)) throw new UsageError(`invalid argument for --log-format: '${opts.logFormat}' (default or ISO8601)`);
+  // The name becomes a file name inside every model folder: it must not leave configs/.
+  if (/[\s/\\]|^\.\.?$/.test(opts.modelConfigName)) {
+    throw new UsageError(`--model-config-name: '${opts.modelConfigName}' must be a file name without spaces or path separators`);
+  }
+  if (!isLogFormat(opts.logFormat))
+    throw new UsageError(`invalid argument for --log-format: '${opts.logFormat}' (default, ISO8601 or logfmt)`);
   try {
     parseTraceConfig(opts.traceConfig);
     parseCacheSettings(opts.cacheConfig, opts.responseCacheByteSize);
     parseMetricsConfig(opts.metricsConfig);
+    headerPattern(opts.httpHeaderForwardPattern, 'http-header-forward-pattern');
+    headerPattern(opts.grpcHeaderForwardPattern, 'grpc-header-forward-pattern');
+    rateLimiterFromOptions(opts.rateLimit, opts.rateLimitResource);
   } catch (e) {
     throw new UsageError((e as Error).message);
   }
@@ -296,22 +423,71 @@ export function parseArgs(argv: string[]): ServerOptions & { help: boolean } {
 export interface MetricsConfig {
   /** histogram_latencies: Triton's latency histograms (nv_inference_first_response_histogram_ms). */
   histogramLatencies: boolean;
+  /** counter_latencies: the cumulative nv_inference_*_duration_us counters (default true). */
+  counterLatencies: boolean;
+  /** summary_latencies: the nv_inference_*_summary_us summaries (default false). */
+  summaryLatencies: boolean;
+  /** summary_quantiles: [quantile, allowed error] pairs (Triton's default below). */
+  summaryQuantiles: [number, number][];
+}
+
+/** Triton's default summary quantiles (MetricReporterConfig in core's metric_model_reporter.h). */
+export const DEFAULT_SUMMARY_QUANTILES: [number, number][] = [
+  [0.5, 0.05],
+  [0.9, 0.01],
+  [0.95, 0.001],
+  [0.99, 0.001],
+  [0.999, 0.000001],
+];
+
+const METRICS_SETTINGS = ['counter_latencies', 'summary_latencies', 'summary_quantiles', 'histogram_latencies'];
+
+/** `0.5:0.05,0.9:0.01,...`: each quantile in [0, 1] with its allowed error in [0, 1]. */
+function parseQuantiles(value: string): [number, number][] {
+  return value.split(',').map((pair) => {
+    const m = /^\s*([0-9.eE+-]+)\s*:\s*([0-9.eE+-]+)\s*$/.exec(pair);
+    const q = m ? Number(m[1]) : NaN;
+    const e = m ? Number(m[2]) : NaN;
+    if (!(q >= 0 && q <= 1 && e >= 0 && e <= 1)) {
+      throw new Error(`--metrics-config summary_quantiles: '${pair}' is not <quantile>:<error> with both between 0 and 1`);
+    }
+    return [q, e];
+  });
 }
 
 /**
- * tritonserver's `--metrics-config SETTING=VALUE` entries. Serval has the histogram switch;
- * Triton's summary settings are refused, naming what it has, rather than silently ignored.
+ * tritonserver's `--metrics-config SETTING=VALUE` entries: counter_latencies, summary_latencies,
+ * summary_quantiles and histogram_latencies. Where Triton silently ignores a setting it does not
+ * know or a value it cannot read, Serval refuses it at start-up, naming it.
  */
 export function parseMetricsConfig(entries: readonly string[]): MetricsConfig {
-  const config: MetricsConfig = { histogramLatencies: false };
+  const config: MetricsConfig = {
+    histogramLatencies: false,
+    counterLatencies: true,
+    summaryLatencies: false,
+    summaryQuantiles: DEFAULT_SUMMARY_QUANTILES,
+  };
   for (const entry of entries) {
     const eq = entry.indexOf('=');
     const key = eq < 0 ? entry : entry.slice(0, eq);
     const value = eq < 0 ? '' : entry.slice(eq + 1);
-    if (key !== 'histogram_latencies') {
-      throw new Error(`--metrics-config: '${key}' is not supported by Serval (it supports histogram_latencies=true|false)`);
+    const bool = (): boolean => convert(`metrics-config ${key}`, 'bool', value) as boolean;
+    switch (key) {
+      case 'histogram_latencies':
+        config.histogramLatencies = bool();
+        break;
+      case 'counter_latencies':
+        config.counterLatencies = bool();
+        break;
+      case 'summary_latencies':
+        config.summaryLatencies = bool();
+        break;
+      case 'summary_quantiles':
+        config.summaryQuantiles = parseQuantiles(value);
+        break;
+      default:
+        throw new Error(`--metrics-config: '${key}' is not a metrics setting (${METRICS_SETTINGS.join(', ')})`);
     }
-    config.histogramLatencies = convert('metrics-config histogram_latencies', 'bool', value) as boolean;
   }
   return config;
 }
@@ -351,8 +527,9 @@ export const USAGE = `Usage: serval --model-repository PATH [options]
                              refused the same way (default 1024; 0 = no limit)
   --log-verbose N            verbose (debug) lines from 1 (default 0)
   --log-info BOOL            info lines (default true)   --log-warning BOOL   --log-error BOOL
-  --log-format FORMAT        default (logfmt with time= and level=) or ISO8601 (Triton's
-                             "YYYY-MM-DDThh:mm:ssZ L" prefix, then the logfmt fields)
+  --log-format FORMAT        default (tritonserver's "I1125 07:31:46.123456 PID file:line] msg"),
+                             ISO8601 ("2025-11-25T07:31:46Z I PID file:line] msg") or logfmt
+                             (Serval's "time=... level=info msg=... key=value" lines)
   --log-file FILE            append log lines to FILE instead of stderr
   --trace-config SETTING=VALUE       trace every rate-th request: level=OFF|TIMESTAMPS|TENSORS,
                              rate=N (default 1000), count=N (traces to collect, -1 = no limit),
@@ -361,7 +538,9 @@ export const USAGE = `Usage: serval --model-repository PATH [options]
                              every N traces to PATH.0, PATH.1, ...; 0 = at shutdown)
   --trace-file, --trace-level, --trace-rate, --trace-count, --trace-log-frequency
                              tritonserver's deprecated spellings of the above
-  --exit-on-error BOOL       exit if any model fails to load (default true)
+  --exit-on-error BOOL       exit if any model fails to load (default true); false keeps the
+                             server answering even when a repository cannot be read (then
+                             neither live nor ready, as tritonserver)
   --strict-readiness BOOL    ready only when every model is ready (default true)
   --exit-timeout-secs N      on shutdown, wait this long for in-flight requests (default 30)
   --id NAME                  server name reported by server metadata (default serval)
@@ -369,6 +548,12 @@ export const USAGE = `Usage: serval --model-repository PATH [options]
                              explicit (load/unload through the repository API)
   --repository-poll-secs N   poll period in poll mode (default 15)
   --load-model NAME          explicit mode: load this model at start-up (repeatable, * = all)
+  --model-config-name NAME   a model folder's configs/NAME.pbtxt instead of its config.pbtxt
+                             (config.pbtxt where it has none)
+  --model-namespacing BOOL   the same model name may be in several repositories (a request
+                             naming it is then ambiguous; ensembles use their own repository's)
+  --model-load-thread-count N   models loading at once (default 4)
+  --model-load-retry-count N    tries again a version that fails to load, N times (default 0)
   --disable-auto-complete-config   use config.pbtxt as written (no filling from model.onnx)
   --backend-config python,interpreter=PATH
                              the Python that runs Python models (default: the project's .venv,
@@ -386,6 +571,9 @@ export const USAGE = `Usage: serval --model-repository PATH [options]
   --response-cache-byte-size BYTES   tritonserver's deprecated spelling of the above
   --metrics-config histogram_latencies=true
                              also export latency histograms (nv_inference_first_response_histogram_ms)
+  --metrics-config summary_latencies=true   also export latency summaries (nv_inference_*_summary_us;
+                             summary_quantiles=0.5:0.05,0.9:0.01,... sets their quantiles)
+  --metrics-config counter_latencies=false  leave out the nv_inference_*_duration_us counters
   --http-restricted-api API[,API...]:KEY=VALUE
                              HTTP requests to these API groups need header KEY: VALUE (repeatable,
                              one group per API); groups: health, metadata, inference,
@@ -393,4 +581,8 @@ export const USAGE = `Usage: serval --model-repository PATH [options]
                              logging
   --grpc-restricted-protocol API[,API...]:KEY=VALUE
                              the same for gRPC, with metadata triton-grpc-protocol-KEY: VALUE
+
+Every other tritonserver 2.73 option is accepted, and an unambiguous prefix of any option names
+it (--log-warn = --log-warning); options with no meaning for Serval (--backend-directory, GPU
+memory pools, thread counts) are reported at start-up as ignored. See docs/command_line.md.
 `;

@@ -7,7 +7,9 @@ import { builtinBackends } from './builtin_backends.js';
 import { type CacheSettings, parseCacheSettings } from './cache/cache_config.js';
 import { ResponseCache } from './cache/response_cache.js';
 import { InferenceCore } from './core/server_core.js';
+import type { GrpcKeepalive, GrpcTls } from './frontends/grpc/connection.js';
 import { type GrpcServer, startGrpcServer } from './frontends/grpc/server.js';
+import { headerPattern } from './frontends/header_forward.js';
 import { buildHttpServer } from './frontends/http/server.js';
 import { startMetricsServer } from './frontends/metrics/metrics.js';
 import { parseRestrictions } from './frontends/restricted.js';
@@ -16,8 +18,11 @@ import type { LogControl, Logger } from './kernel/log.js';
 import { projectRoot } from './kernel/paths.js';
 import type { IndexRow } from './kernel/types.js';
 import { parseMetricsConfig, type ServerOptions } from './options.js';
+import { reportIgnoredOptions } from './options_triton.js';
 import { defaultInstanceLimits } from './repository/instance_limit.js';
+import { NamespacedRepository } from './repository/namespaces.js';
 import { ModelRepository } from './repository/repository.js';
+import { rateLimiterFromOptions } from './scheduler/rate_limiter.js';
 import { parseTraceConfig } from './trace/config.js';
 import { TraceManager } from './trace/trace_manager.js';
 
@@ -69,6 +74,7 @@ export async function startServer(
   logging?: LogControl,
 ): Promise<RunningServer> {
   if (opts.modelRepositories.length === 0) throw new StartupError('--model-repository must be specified');
+  reportIgnoredOptions(opts.ignoredOptions ?? [], log);
   let backends: ReturnType<typeof builtinBackends>;
   try {
     backends = builtinBackends({ log, backendConfig: opts.backendConfig });
@@ -81,18 +87,33 @@ export async function startServer(
   } catch (e) {
     throw new StartupError((e as Error).message);
   }
-  const repository = new ModelRepository(opts.modelRepositories, log, {
+  // --model-namespacing: each repository folder a namespace of its own (repository/namespaces.ts).
+  const Repository = opts.modelNamespacing && opts.modelRepositories.length > 1 ? NamespacedRepository : ModelRepository;
+  const repository = new Repository(opts.modelRepositories, log, {
     mode: opts.modelControlMode,
     startupModels: opts.loadModels,
     autoComplete: !(opts.strictModelConfig || opts.disableAutoCompleteConfig),
     backends,
     ...(cache && { responseCache: new ResponseCache(cache.size) }),
+    rateLimiter: rateLimiterFromOptions(opts.rateLimit ?? 'off', opts.rateLimitResource ?? []),
     instanceLimits: {
       model: opts.modelInstanceLimit ?? defaultInstanceLimits().model,
       server: opts.serverInstanceLimit ?? defaultInstanceLimits().server,
     },
+    configName: opts.modelConfigName ?? '',
+    loadThreads: opts.modelLoadThreadCount ?? 4,
+    loadRetries: opts.modelLoadRetryCount ?? 0,
   });
-  await repository.loadAll();
+  // With --exit-on-error=false a repository that cannot be read does not stop the server: as
+  // tritonserver, it keeps answering (not live, not ready) so the failure can be seen.
+  let initFailure: string | undefined;
+  try {
+    await repository.loadAll();
+  } catch (e) {
+    if (opts.exitOnError) throw e;
+    initFailure = (e as Error).message;
+    log.error(`failed to initialize: ${initFailure}`);
+  }
   const tracer = new TraceManager({ ...parseTraceConfig(opts.traceConfig), log });
   const core = new InferenceCore(repository, {
     id: opts.id,
@@ -101,7 +122,9 @@ export async function startServer(
     extensions: EXTENSIONS,
     tracer,
     logging,
+    allowClientShm: opts.allowClientShm,
   });
+  if (initFailure !== undefined) core.initializationFailed(initFailure);
   const rows = repository.index();
   print(statusTable(rows));
   if (opts.exitOnError && rows.some((r) => r.state !== 'READY')) {
@@ -109,7 +132,7 @@ export async function startServer(
     throw new StartupError('failed to load all models');
   }
 
-  repository.startPolling(opts.repositoryPollSecs);
+  if (initFailure === undefined) repository.startPolling(opts.repositoryPollSecs);
   let http: FastifyInstance | undefined;
   let grpcServer: GrpcServer | undefined;
   let metrics: http.Server | undefined;
@@ -126,6 +149,8 @@ export async function startServer(
         restrictions: parseRestrictions(opts.grpcRestrictedProtocol, 'grpc-restricted-protocol'),
         budget,
         limits: { messageMs: opts.grpcMessageReceiveTimeoutSecs * 1000, idleMs: opts.grpcMessageIdleTimeoutSecs * 1000 },
+        ...grpcConnection(opts),
+        forwardPattern: headerPattern(opts.grpcHeaderForwardPattern ?? '', 'grpc-header-forward-pattern'),
       });
       grpcServer = g;
       running.grpcPort = g.port;
@@ -139,6 +164,7 @@ export async function startServer(
         dashboard: opts.allowDashboard,
         budget,
         bodyTimeouts: { idleMs: opts.httpBodyIdleTimeoutSecs * 1000, totalMs: opts.httpBodyTimeoutSecs * 1000 },
+        forwardPattern: headerPattern(opts.httpHeaderForwardPattern ?? '', 'http-header-forward-pattern'),
       });
       await http.listen({ port: opts.httpPort, host: opts.httpAddress });
       const addr = http.server.address();
@@ -150,7 +176,7 @@ export async function startServer(
       const m = await startMetricsServer(core, opts.metricsAddress, opts.metricsPort, {
         intervalMs: opts.metricsIntervalMs,
         cpuMetrics: opts.allowCpuMetrics,
-        histogramLatencies: parseMetricsConfig(opts.metricsConfig ?? []).histogramLatencies,
+        ...parseMetricsConfig(opts.metricsConfig ?? []),
       });
       metrics = m.server;
       running.metricsPort = m.port;
@@ -176,11 +202,32 @@ export async function startServer(
       await Promise.allSettled(closers);
       await repository.unloadAll();
       // Every system shared memory region's fd is closed: clients' objects outlive the server.
-      await core.unregisterSystemSharedMemory('');
+      // (Without --allow-client-shm no client could register one.)
+      if (opts.allowClientShm) await core.unregisterSystemSharedMemory('');
       // Traces still held in memory are written, and the trace file's JSON array is closed.
       await tracer.close();
     })();
     return stopping;
   }
   return running;
+}
+
+/** tritonserver's gRPC TLS and keepalive flags as the gRPC front-end takes them (its defaults where absent). */
+function grpcConnection(opts: ServerOptions): { tls?: GrpcTls; keepalive: GrpcKeepalive } {
+  // --grpc-use-ssl-mutual implies --grpc-use-ssl, as in tritonserver.
+  const mutual = opts.grpcUseSslMutual ?? false;
+  const tls =
+    opts.grpcUseSsl || mutual
+      ? { serverCert: opts.grpcServerCert ?? '', serverKey: opts.grpcServerKey ?? '', rootCert: opts.grpcRootCert ?? '', mutual }
+      : undefined;
+  const keepalive: GrpcKeepalive = {
+    timeMs: opts.grpcKeepaliveTime ?? 7200000,
+    timeoutMs: opts.grpcKeepaliveTimeout ?? 20000,
+    permitWithoutCalls: opts.grpcKeepalivePermitWithoutCalls ?? false,
+    minRecvPingIntervalMs: opts.grpcHttp2MinRecvPingIntervalWithoutData ?? 300000,
+    maxPingStrikes: opts.grpcHttp2MaxPingStrikes ?? 2,
+    ...(opts.grpcMaxConnectionAge !== undefined && { maxConnectionAgeMs: opts.grpcMaxConnectionAge }),
+    ...(opts.grpcMaxConnectionAgeGrace !== undefined && { maxConnectionAgeGraceMs: opts.grpcMaxConnectionAgeGrace }),
+  };
+  return { ...(tls && { tls }), keepalive };
 }

@@ -70,4 +70,6 @@ export interface CoreApi {
   systemSharedMemoryStatus(name: string): SystemSharedMemoryStatus[];
   /** '' name = every region; resolves once the server no longer touches them. */
   unregisterSystemSharedMemory(name: string): Promise<void>;
+  /** Throws Triton's refusal when the server was started without --allow-client-shm=true. */
+  checkClientSharedMemory?(): void;
 }

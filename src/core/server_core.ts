@@ -9,6 +9,7 @@ import type { RequestTrace } from '../kernel/trace.js';
 import type { IndexRow, InferRequest, InferResponse, ModelMetadata, ResponseSink, ServerMetadata } from '../kernel/types.js';
 import type { LoadedVersion } from '../model/loaded_version.js';
 import type { ModelRepository } from '../repository/repository.js';
+import { uploadFiles } from '../repository/upload.js';
 import { type ModelStatisticsJson, statisticsOf } from '../stats/report.js';
 import { TRACE_DEFAULTS, type TraceSettingsJson, type TraceSettingsUpdate } from '../trace/settings.js';
 import { TraceManager } from '../trace/trace_manager.js';
@@ -24,12 +25,14 @@ export interface CoreOptions {
   tracer?: TraceManager;
   /** The server's log settings; without one, the logging extension changes a private LogControl. */
   logging?: LogControl;
+  /** --allow-client-shm: clients may register and use system shared memory (default false, as Triton 2.73). */
+  allowClientShm?: boolean;
 }
 
 export class InferenceCore implements CoreApi {
   private accepting = true;
   /** Registered system shared memory regions: server state, not a model's. */
-  private readonly sharedMemory = new SharedMemoryRegistry();
+  private readonly sharedMemory: SharedMemoryRegistry;
   private readonly tracer: TraceManager;
   private readonly logging: LogControl;
 
@@ -39,14 +42,23 @@ export class InferenceCore implements CoreApi {
   ) {
     this.logging = options.logging ?? new LogControl();
     this.tracer = options.tracer ?? new TraceManager(TRACE_DEFAULTS);
+    this.sharedMemory = new SharedMemoryRegistry(options.allowClientShm ?? false);
+  }
+
+  /** Why start-up failed when --exit-on-error=false kept the server running; undefined when it did not. */
+  private initFailure: string | undefined;
+
+  /** As tritonserver after a failed initialization: the server answers, but is neither live nor ready. */
+  initializationFailed(reason: string): void {
+    this.initFailure = reason;
   }
 
   isLive(): boolean {
-    return true;
+    return this.initFailure === undefined;
   }
 
   isReady(): boolean {
-    if (!this.accepting) return false;
+    if (!this.accepting || this.initFailure !== undefined) return false;
     return this.options.strictReadiness ? this.repository.allReady() : true;
   }
 
@@ -113,11 +125,8 @@ export class InferenceCore implements CoreApi {
    */
   async loadModel(name: string, parameters: Record<string, unknown>): Promise<void> {
     let override: ModelConfig | undefined;
-    for (const key of Object.keys(parameters)) {
-      if (key.startsWith('file:')) {
-        throw ServalError.unsupported(`failed to load '${name}': model file overrides ('${key}') are not supported by this server`);
-      }
-    }
+    // `file:<path>` parameters (bytes) upload the model's files (repository/upload.ts).
+    const files = uploadFiles(name, parameters);
     const config = parameters.config;
     if (config !== undefined) {
       if (typeof config !== 'string')
@@ -128,7 +137,7 @@ export class InferenceCore implements CoreApi {
         throw ServalError.invalidArg(`failed to load '${name}': invalid 'config' parameter: ${(e as Error).message}`);
       }
     }
-    await this.repository.load(name, override);
+    await this.repository.load(name, override, files);
   }
 
   /** Repository extension unload; `parameters.unload_dependents` also unloads what only it used. */
@@ -232,7 +241,16 @@ export class InferenceCore implements CoreApi {
     return this.sharedMemory.status(name);
   }
 
+  checkClientSharedMemory(): void {
+    this.sharedMemory.checkAllowed();
+  }
+
   unregisterSystemSharedMemory(name: string): Promise<void> {
+    try {
+      this.sharedMemory.checkAllowed();
+    } catch (e) {
+      return Promise.reject(e);
+    }
     return this.sharedMemory.unregister(name);
   }
 }

@@ -31,6 +31,16 @@ const SHM_DIR = '/dev/shm';
 
 const invalid = (msg: string): ServalError => ServalError.invalidArg(msg);
 
+/**
+ * Keys a client may not register: Triton's Python backend's own objects (its text), and Serval's
+ * Python backend's, so no client can reach into a model's tensors.
+ */
+const RESERVED_KEY_PREFIXES = ['triton_python_backend_shm_region_', 'serval_python_'];
+const UINT64_MAX = (1n << 64n) - 1n;
+
+/** Triton 2.73's refusal when the server was not started with --allow-client-shm=true. */
+export const CLIENT_SHM_DISABLED = "Client shared memory is disabled. Start the server with '--allow-client-shm=true' to enable.";
+
 function pread(fd: number, buf: Uint8Array, off: number, len: number, pos: number): Promise<number> {
   return new Promise((resolve, reject) => read(fd, buf, off, len, pos, (e, n) => (e ? reject(e) : resolve(n))));
 }
@@ -40,22 +50,24 @@ function pwrite(fd: number, buf: Uint8Array, off: number, len: number, pos: numb
 }
 
 /**
- * The file behind a key. A key is one POSIX shared memory name with at most its leading '/':
- * anything else would reach outside /dev/shm.
+ * The file behind a key, named as glibc's shm_open names it: leading '/'s dropped, then one name
+ * (not empty, '.' or '..', no '/'), so nothing outside /dev/shm is reached. A key shm_open would
+ * refuse gets Triton's answer for a key it cannot open (INTERNAL, the client's fault all the same).
  */
 export function shmKeyPath(key: string, dir = SHM_DIR): string {
-  const bare = key.startsWith('/') ? key.slice(1) : key;
-  if (bare === '' || bare === '.' || bare.includes('/') || bare.includes('..') || bare.includes('\0')) {
-    throw invalid(
-      `invalid shared memory key '${key}': a system shared memory key is a single POSIX shared memory name ` +
-        `(an optional leading '/', then no '/' and no '..')`,
-    );
+  const bare = key.replace(/^\/+/, '');
+  if (bare === '' || bare === '.' || bare === '..' || bare.includes('/') || bare.includes('\0')) {
+    throw new ServalError('INTERNAL', `Unable to open shared memory region: '${key}'`, true);
   }
   return path.join(dir, bare);
 }
 
 class Region {
   private closed = false;
+  /** Requests that placed a tensor in this region and have not finished. */
+  users = 0;
+  /** Unregistered while in use: removed once the last request using it finishes (as Triton). */
+  awaitingUnregister = false;
   /** Asynchronous reads and writes under way; close() waits for them. */
   private busy = 0;
   private idle: (() => void) | undefined;
@@ -140,7 +152,7 @@ interface Placement {
 }
 
 /** A tensor's shared-memory parameters, checked as Triton checks them; undefined when it has none. */
-function shmParams(p: Params | undefined, tensor: string): { region: string; offset: number; byteSize: number } | undefined {
+function shmParams(p: Params | undefined, tensor: string): { region: string; offset: bigint; byteSize: bigint } | undefined {
   if (!p) return undefined;
   const region = p.shared_memory_region;
   const offset = p.shared_memory_offset;
@@ -160,14 +172,15 @@ function shmParams(p: Params | undefined, tensor: string): { region: string; off
   if (size === undefined) {
     throw invalid(`'shared_memory_byte_size' must be specified along with 'shared_memory_region' parameter for tensor '${tensor}'`);
   }
-  const int = (v: ParamValue, key: string): number => {
-    if (typeof v === 'bigint') return Number(v);
-    if (typeof v === 'number' && Number.isInteger(v)) return v;
+  // Exact: Triton's overflow check needs the full 64 bits.
+  const int = (v: ParamValue, key: string): bigint => {
+    if (typeof v === 'bigint') return v;
+    if (typeof v === 'number' && Number.isSafeInteger(v)) return BigInt(v);
     throw invalid(`invalid value type for '${key}' parameter for tensor '${tensor}', expected int64_param.`);
   };
   return {
     region,
-    offset: offset === undefined ? 0 : int(offset, 'shared_memory_offset'),
+    offset: offset === undefined ? 0n : int(offset, 'shared_memory_offset'),
     byteSize: int(size, 'shared_memory_byte_size'),
   };
 }
@@ -179,14 +192,33 @@ const hasShm = (p: Params | undefined): boolean =>
 export class SharedMemoryRegistry {
   private readonly regions = new Map<string, Region>();
 
-  /** `dir`: where POSIX shared memory objects live (Linux: /dev/shm). */
-  constructor(private readonly dir = SHM_DIR) {}
+  /**
+   * `allowClient`: whether clients may register regions and name them in requests
+   * (--allow-client-shm); `dir`: where POSIX shared memory objects live (Linux: /dev/shm).
+   */
+  constructor(
+    private readonly allowClient = true,
+    private readonly dir = SHM_DIR,
+  ) {}
+
+  /** Refuses client use of shared memory unless the server allows it. */
+  checkAllowed(): void {
+    if (!this.allowClient) throw ServalError.unavailable(CLIENT_SHM_DISABLED);
+  }
 
   /** Registers `byteSize` bytes at `offset` of the object `key` as region `name`. */
   register(name: string, key: string, offset: number, byteSize: number): void {
+    this.checkAllowed();
     if (!name) throw invalid("'region name' is necessary to register system shared memory region");
-    const file = shmKeyPath(key, this.dir);
+    const bare = key.replace(/^\/+/, '');
+    const reserved = RESERVED_KEY_PREFIXES.find((p) => bare.startsWith(p));
+    if (reserved) {
+      throw invalid(
+        `cannot register shared memory region '${name}' with key '${key}' as the key contains the reserved prefix '${reserved}'`,
+      );
+    }
     if (this.regions.has(name)) throw new ServalError('ALREADY_EXISTS', `shared memory region '${name}' already in manager`);
+    const file = shmKeyPath(key, this.dir);
     const args = (): ServalError => invalid(`failed to register shared memory region '${name}': invalid args`);
     if (!Number.isSafeInteger(offset) || offset < 0 || !Number.isSafeInteger(byteSize) || byteSize < 0) throw args();
     let fd: number;
@@ -217,13 +249,23 @@ export class SharedMemoryRegistry {
 
   /**
    * Unregisters the region named, or every region for ''. An unknown name is not an error (as in
-   * Triton). Resolves once no read or write of the regions is under way and their fds are closed:
-   * after that the server never touches them again.
+   * Triton). A region that requests are using stays registered (listed, and usable by new
+   * requests, as in Triton) until the last of them finishes, then goes; this returns at once for
+   * it. An idle region's fd is closed before this resolves: after that the server never touches it.
    */
   async unregister(name: string): Promise<void> {
-    const gone = name ? [this.regions.get(name)].filter((r): r is Region => r !== undefined) : [...this.regions.values()];
-    for (const r of gone) this.regions.delete(r.name);
-    await Promise.all(gone.map((r) => r.close()));
+    const named = name ? [this.regions.get(name)].filter((r): r is Region => r !== undefined) : [...this.regions.values()];
+    const idle: Region[] = [];
+    for (const r of named) {
+      if (r.users > 0) r.awaitingUnregister = true;
+      else idle.push(r);
+    }
+    await Promise.all(idle.map((r) => this.remove(r)));
+  }
+
+  private remove(r: Region): Promise<void> {
+    if (this.regions.get(r.name) === r) this.regions.delete(r.name);
+    return r.close();
   }
 
   /**
@@ -234,6 +276,11 @@ export class SharedMemoryRegistry {
    */
   infer(req: InferRequest, run: (req: InferRequest) => Promise<InferResponse>): Promise<InferResponse> {
     if (!req.inputs.some((i) => hasShm(i.parameters)) && !req.outputs?.some((o) => hasShm(o.parameters))) return run(req);
+    try {
+      this.checkAllowed();
+    } catch (e) {
+      return Promise.reject(e);
+    }
     const inputs = new Map<number, Placement>();
     const outputs = new Map<string, Placement>();
     try {
@@ -250,7 +297,13 @@ export class SharedMemoryRegistry {
     } catch (e) {
       return Promise.reject(e);
     }
-    return this.run(req, inputs, outputs, run);
+    const used = new Set<Region>([...inputs.values(), ...outputs.values()].map((p) => p.region));
+    for (const r of used) r.users++;
+    return this.run(req, inputs, outputs, run).finally(() => {
+      for (const r of used) {
+        if (--r.users === 0 && r.awaitingUnregister) void this.remove(r);
+      }
+    });
   }
 
   private async run(
@@ -288,14 +341,21 @@ export class SharedMemoryRegistry {
     return { ...res, outputs: written };
   }
 
-  /** A tensor's place in a registered region, with Triton's checks and texts. */
-  private place(p: { region: string; offset: number; byteSize: number }): Placement {
+  /** A tensor's place in a registered region, with Triton's checks and texts (its unsigned 64-bit arithmetic). */
+  private place(p: { region: string; offset: bigint; byteSize: bigint }): Placement {
     const region = this.regions.get(p.region);
     if (!region) throw ServalError.notFound(`Unable to find shared memory region: '${p.region}'`);
-    if (p.offset < 0 || p.offset >= region.byteSize) throw invalid(`Invalid offset for shared memory region: '${p.region}'`);
-    if (p.byteSize < 0 || p.offset + p.byteSize > region.byteSize) {
-      throw invalid(`Invalid offset + byte size for shared memory region: '${p.region}'`);
+    // A negative int64 is the huge size_t Triton reads it as.
+    const offset = BigInt.asUintN(64, p.offset);
+    const byteSize = BigInt.asUintN(64, p.byteSize);
+    const size = BigInt(region.byteSize);
+    if (offset >= size) throw invalid(`Invalid offset for shared memory region: '${p.region}'`);
+    if (byteSize > UINT64_MAX - offset) {
+      throw invalid(
+        `Integer overflow detected: byte_size (${byteSize}) + offset (${offset}) exceeds maximum value (${UINT64_MAX}) for region '${p.region}'`,
+      );
     }
-    return { region, offset: p.offset, byteSize: p.byteSize };
+    if (offset + byteSize > size) throw invalid(`Invalid offset + byte size for shared memory region: '${p.region}'`);
+    return { region, offset: Number(offset), byteSize: Number(byteSize) };
   }
 }

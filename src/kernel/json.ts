@@ -77,7 +77,21 @@ export function parseJsonExact(text: string): unknown {
     }
   }
   out += text.slice(last);
-  return JSON.parse(out, (_k, v: unknown) => (typeof v === 'string' && v.startsWith(MARK) ? exactOrNumber(v.slice(MARK.length)) : v));
+  const doc: unknown = JSON.parse(out);
+  // The marked strings are replaced by a walk with its own stack, not a reviver: JSON.parse's
+  // reviver recurses, so a deeply nested body (which JSON.parse itself takes) would overflow it.
+  const exact = (v: unknown): unknown => (typeof v === 'string' && v.startsWith(MARK) ? exactOrNumber(v.slice(MARK.length)) : v);
+  const todo: unknown[] = [doc];
+  for (let node = todo.pop(); node !== undefined; node = todo.pop()) {
+    if (typeof node !== 'object' || node === null) continue;
+    const o = node as Record<string, unknown>;
+    for (const k of Object.keys(o)) {
+      const v = o[k];
+      if (typeof v === 'object' && v !== null) todo.push(v);
+      else if (typeof v === 'string') o[k] = exact(v);
+    }
+  }
+  return exact(doc);
 }
 
 function exactOrNumber(digits: string): number | bigint {

@@ -11,13 +11,15 @@ import type { ModelConfig } from '../config/types.js';
 import { validateIo, validateModelConfig } from '../config/validate_config.js';
 import { asServalError, ServalError } from '../kernel/errors.js';
 import type { Logger } from '../kernel/log.js';
-import { answerOnce } from '../kernel/sink.js';
 import type { IndexRow, ModelState } from '../kernel/types.js';
 import { EnsembleVersion } from '../model/ensemble.js';
+import { runStep, streamStep } from '../model/ensemble_trace.js';
 import type { LoadedVersion, VersionLookup } from '../model/loaded_version.js';
 import { type LoadOptions, ModelVersion } from '../model/model_version.js';
 import { checkDependencies, circularDependency, type DependencyState, dependenciesOf } from './dependencies.js';
 import { checkInstanceLimits, type InstanceLimits } from './instance_limit.js';
+import { LoadSlots, withRetries } from './load_slots.js';
+import { type UploadedModel, type UploadFiles, writeUploadedModel } from './upload.js';
 
 export interface VersionEntry {
   version: number;
@@ -54,6 +56,12 @@ async function versionFolders(dir: string): Promise<number[]> {
   return out.sort((a, b) => a - b);
 }
 
+/** Whether the model's version folders hold model.py and none holds model.onnx. */
+async function pythonFolder(dir: string): Promise<boolean> {
+  const files = await Promise.all((await versionFolders(dir)).map((v) => readdir(path.join(dir, String(v))).catch(() => [] as string[])));
+  return files.some((f) => f.includes('model.py')) && !files.some((f) => f.includes('model.onnx'));
+}
+
 /**
  * Which of the available versions the policy serves. As in Triton, a `specific` version without
  * a folder is skipped (and reported by the caller), not loaded as a failure.
@@ -68,19 +76,41 @@ export function selectVersions(config: ModelConfig, available: number[]): number
   return available.slice(Math.max(0, available.length - n));
 }
 
-export async function readModelConfig(dir: string, name: string, allowMissing = false): Promise<ModelConfig> {
-  const file = path.join(dir, 'config.pbtxt');
+/**
+ * The config file a model loads with: with --model-config-name NAME, configs/NAME.pbtxt when the
+ * folder has one, else config.pbtxt (Triton's fallback, so one flag serves mixed repositories).
+ */
+export async function modelConfigFile(dir: string, configName = ''): Promise<string> {
+  if (configName) {
+    const custom = path.join(dir, 'configs', `${configName}.pbtxt`);
+    if (
+      await stat(custom).then(
+        (s) => s.isFile(),
+        () => false,
+      )
+    )
+      return custom;
+  }
+  return path.join(dir, 'config.pbtxt');
+}
+
+export async function readModelConfig(dir: string, name: string, allowMissing = false, configName = ''): Promise<ModelConfig> {
+  const file = await modelConfigFile(dir, configName);
   let text: string;
   try {
     text = await readFile(file, 'utf8');
   } catch (e) {
-    // Without a config file, auto-complete builds the whole config from the model file.
-    if (allowMissing && (e as NodeJS.ErrnoException).code === 'ENOENT') return { name };
-    throw ServalError.invalidArg(`model '${name}': cannot read ${name}/config.pbtxt: ${(e as NodeJS.ErrnoException).code ?? 'error'}`);
+    // Without a config file, auto-complete builds the whole config from the model file; as in
+    // Triton, a version folder with model.py (and no model.onnx) makes it a Python model.
+    if (allowMissing && (e as NodeJS.ErrnoException).code === 'ENOENT')
+      return (await pythonFolder(dir)) ? { name, backend: 'python' } : { name };
+    throw ServalError.invalidArg(
+      `model '${name}': cannot read ${name}/${path.relative(dir, file)}: ${(e as NodeJS.ErrnoException).code ?? 'error'}`,
+    );
   }
   let parsed: ModelConfig;
   try {
-    parsed = parseTextProto(text, modelConfigType(), 'config.pbtxt') as ModelConfig;
+    parsed = parseTextProto(text, modelConfigType(), path.basename(file)) as ModelConfig;
   } catch (e) {
     throw ServalError.invalidArg(`model '${name}': failed to parse config: ${(e as Error).message}`);
   }
@@ -103,13 +133,33 @@ export interface RepositoryOptions {
   backends: BackendRegistry;
   /** The server's response cache (--cache-config), handed to every model version it loads. */
   responseCache?: LoadOptions['responseCache'];
+  /** The server's rate limiter (--rate-limit), handed to every model version it loads. */
+  rateLimiter?: LoadOptions['rateLimiter'];
   /** Bounds on the instances a load starts (instance_limit.ts); absent: none. */
   instanceLimits?: InstanceLimits;
+  /** --model-config-name: configs/NAME.pbtxt instead of config.pbtxt where a model has it. */
+  configName?: string;
+  /** --model-load-thread-count: models whose versions load at once (default 4, Triton's). */
+  loadThreads?: number;
+  /** --model-load-retry-count: further attempts after a version fails to load (default 0). */
+  loadRetries?: number;
+  /** Shared by the repositories of one server (--model-namespacing); absent: one of its own. */
+  loadSlots?: LoadSlots;
+  /**
+   * --model-namespacing: where a name this repository does not hold resolves (the other
+   * repositories), for ensemble steps and BLS requests; absent: nowhere.
+   */
+  outside?: { version: VersionLookup; dependency: (name: string) => DependencyState };
 }
 
-/** A model folder name that cannot leave the repository (no separators, no dot names). */
+/** A model folder name that cannot leave the repository (no separators, no dot names, not blank). */
 export function isPlainModelName(name: string): boolean {
-  return /^[^/\\\0]+$/.test(name) && name !== '.' && name !== '..' && !name.startsWith('.');
+  return /^[^/\\\0]+$/.test(name) && name.trim() !== '' && name !== '.' && name !== '..' && !name.startsWith('.');
+}
+
+/** Triton's answer to a load of a name no model folder answers to (INTERNAL, as tritonserver's). */
+function notPolled(name: string): ServalError {
+  return ServalError.internal(`failed to load '${name}', failed to poll from model repository`);
 }
 
 /** A cheap fingerprint of a model folder (names, sizes, mtimes) for poll-mode change detection. */
@@ -146,21 +196,25 @@ export class ModelRepository {
   private readonly ensembles = new Map<string, EnsembleState>();
   /** Models loaded by name (start-up, a load request), not only as an ensemble's composing model. */
   private readonly explicitlyLoaded = new Set<string>();
+  /** Models serving from a folder of uploaded files (load API `file:` parameters), by name. */
+  private readonly uploads = new Map<string, UploadedModel>();
   /** How an ensemble reaches its composing models: as a request names a model. */
-  private readonly lookup: VersionLookup = (name, version) => this.get(name, version);
+  private readonly lookup: VersionLookup = (name, version) =>
+    this.options.outside && !this.models.has(name) ? this.options.outside.version(name, version) : this.get(name, version);
   private pollTimer: NodeJS.Timeout | undefined;
+  /** Loads of models' versions running at once (--model-load-thread-count). */
+  private readonly loadSlots: LoadSlots;
   /** What instances call to run requests of their own (Python BLS): the named model, as a client's request. */
   private readonly host: InstanceHost = {
-    infer: async (req) => {
-      const version = this.get(req.modelName, req.modelVersion);
+    // A traced call (`parent`) gets a child trace, as an ensemble's step does.
+    infer: async (req, parent) => {
+      const version = this.lookup(req.modelName, req.modelVersion);
       if (version.decoupled) throw blsDecoupledRefusal(version.name);
-      return version.infer(req, process.hrtime.bigint());
+      return runStep(version, req, parent);
     },
-    stream: (req, sink) => {
+    stream: (req, sink, parent) => {
       try {
-        const version = this.get(req.modelName, req.modelVersion);
-        if (version.decoupled) version.stream(req, process.hrtime.bigint(), sink);
-        else answerOnce(version.infer(req, process.hrtime.bigint()), sink);
+        streamStep(this.lookup(req.modelName, req.modelVersion), req, parent, undefined, sink);
       } catch (e) {
         sink.error(asServalError(e), true);
       }
@@ -171,7 +225,9 @@ export class ModelRepository {
     private readonly roots: string[],
     private readonly log: Logger,
     private readonly options: RepositoryOptions,
-  ) {}
+  ) {
+    this.loadSlots = options.loadSlots ?? new LoadSlots(Math.max(1, options.loadThreads ?? 4));
+  }
 
   get mode(): ControlMode {
     return this.options.mode;
@@ -302,20 +358,21 @@ export class ModelRepository {
   private async loadFrom(name: string, dirs: string[], override?: ModelConfig, loadDependencies = true): Promise<void> {
     const old = this.models.get(name);
     if (dirs.length === 0) {
-      throw ServalError.invalidArg(`failed to load '${name}': no model folder named '${name}' in any model repository`);
+      this.log.error(`failed to poll model '${name}': model not found in any model repository.`);
+      throw notPolled(name);
     }
     if (dirs.length > 1) {
       const reason = `model '${name}' appears in more than one model repository (${dirs.length} of them)`;
-      this.log.error('model in more than one repository', { model: name, dirs: dirs.join(', ') });
+      this.log.error(`failed to poll model '${name}': not unique across all model repositories`, { dirs: dirs.join(', ') });
       this.recordFailure(name, dirs[0]!, reason, old);
-      throw ServalError.invalidArg(reason);
+      throw notPolled(name);
     }
     const dir = dirs[0]!;
     const print = await fingerprint(dir);
     const available = await versionFolders(dir);
     let config: ModelConfig;
     try {
-      config = override ? named(override, name) : await readModelConfig(dir, name, this.options.autoComplete);
+      config = override ? named(override, name) : await readModelConfig(dir, name, this.options.autoComplete, this.options.configName);
       // Triton checks the config before it looks for versions, so a broken config shows its own error.
       validateModelConfig(config, name);
       // Without auto-complete the tensors are final already, and Triton checks them here too.
@@ -358,16 +415,29 @@ export class ModelRepository {
         throw e;
       }
     }
-    const results = await Promise.allSettled(
-      wanted.map((v) =>
-        ensemble
-          ? EnsembleVersion.load(config, name, dir, v, this.lookup, this.options.responseCache)
-          : ModelVersion.load(config, name, dir, v, {
-              autoComplete: this.options.autoComplete,
-              backends: this.options.backends,
-              host: this.host,
-              ...(this.options.responseCache && { responseCache: this.options.responseCache }),
-            }),
+    // A slot is taken only here, after an ensemble's composing models loaded: holding one while
+    // waiting for them could leave those loads no slot.
+    const results = await this.loadSlots.run(() =>
+      Promise.allSettled(
+        wanted.map((v) =>
+          withRetries<LoadedVersion>(
+            this.options.loadRetries ?? 0,
+            () =>
+              ensemble
+                ? EnsembleVersion.load(config, name, dir, v, this.lookup, this.options.responseCache)
+                : ModelVersion.load(config, name, dir, v, {
+                    autoComplete: this.options.autoComplete,
+                    backends: this.options.backends,
+                    host: this.host,
+                    ...(this.options.responseCache && { responseCache: this.options.responseCache }),
+                    ...(this.options.rateLimiter && { rateLimiter: this.options.rateLimiter }),
+                  }),
+            (e, attempt) =>
+              this.log.warn(`failed to load '${name}' version ${v}, retrying (retry ${attempt} of ${this.options.loadRetries})`, {
+                reason: e.message,
+              }),
+          ),
+        ),
       ),
     );
     const failures = results.flatMap((r, i) => (r.status === 'rejected' ? [[wanted[i]!, (r.reason as Error).message] as const] : []));
@@ -385,10 +455,11 @@ export class ModelRepository {
     for (const mv of loaded) entry.versions.set(mv.version, { version: mv.version, state: 'READY', reason: '', loaded: mv });
     for (const [v, reason] of failures) entry.versions.set(v, { version: v, state: 'UNAVAILABLE', reason });
     this.models.set(name, entry); // the switch: new requests go to the new versions from here on
-    for (const mv of loaded) this.log.info('model version loaded', { model: name, version: mv.version });
+    // tritonserver's texts, so greps written for its logs find these lines.
+    for (const _ of loaded) this.log.info(`successfully loaded '${name}'`); // 2.51 names no version here
     if (old) await this.drainEntry(old);
     if (failures.length) {
-      for (const [v, reason] of failures) this.log.error('model version load failed', { model: name, version: v, reason });
+      for (const [v, reason] of failures) this.log.error(`failed to load '${name}' version ${v}: ${reason}`);
       throw ServalError.invalidArg(`failed to load '${name}': ${failures.map(([v, r]) => `version ${v}: ${r}`).join('; ')}`);
     }
   }
@@ -450,7 +521,8 @@ export class ModelRepository {
       if (!c) {
         found ??= await this.scan();
         const dirs = found.get(m);
-        if (dirs?.length === 1) c = await readModelConfig(dirs[0]!, m, this.options.autoComplete).catch(() => undefined);
+        if (dirs?.length === 1)
+          c = await readModelConfig(dirs[0]!, m, this.options.autoComplete, this.options.configName).catch(() => undefined);
       }
       if (!c) continue;
       configs.set(m, c);
@@ -459,7 +531,9 @@ export class ModelRepository {
     return configs;
   }
 
-  private dependencyState(name: string): DependencyState {
+  /** What an ensemble being loaded needs to know of one of its composing models. */
+  dependencyState(name: string): DependencyState {
+    if (this.options.outside && !this.models.has(name) && !this.ensembles.has(name)) return this.options.outside.dependency(name);
     const entry = this.models.get(name);
     const config = entry?.config ?? this.ensembles.get(name)?.config;
     const failed = [...(entry?.versions.values() ?? [])].find((v) => v.reason && v.reason !== 'unloaded');
@@ -498,19 +572,49 @@ export class ModelRepository {
         v.state = 'UNAVAILABLE';
         v.reason = 'unloaded';
         v.loaded = undefined;
+        this.log.info(`successfully unloaded '${entry.name}' version ${v.version}`); // tritonserver's line
       }),
     );
   }
 
-  /** Repository API load (explicit mode): loads or reloads, optionally with a config override. */
-  async load(name: string, override?: ModelConfig): Promise<void> {
+  /**
+   * Repository API load (explicit mode): loads or reloads, optionally with a config override and
+   * uploaded model files (upload.ts: they replace the repository's folder for this model; a later
+   * load without files loads from the repository again, as in Triton).
+   */
+  async load(name: string, override?: ModelConfig, files?: UploadFiles): Promise<void> {
     this.requireExplicit();
+    // A name that is not a plain folder name (empty, blank, '..', a path) names no model: Triton's
+    // answer for it, without ever looking outside the repositories.
     if (!isPlainModelName(name)) {
-      throw ServalError.invalidArg(`failed to load '${name}': model names are plain folder names inside a model repository`);
+      this.log.error(`failed to poll model '${name}': model not found in any model repository.`);
+      throw notPolled(name);
     }
-    const found = await this.scan();
+    const upload = files && (await writeUploadedModel(name, files));
+    const found = upload ? undefined : await this.scan();
     this.explicitlyLoaded.add(name);
-    await this.change(name, () => this.loadFrom(name, found.get(name) ?? [], override));
+    try {
+      await this.change(name, () => this.loadFrom(name, upload ? [upload.dir] : (found?.get(name) ?? []), override));
+    } finally {
+      await this.settleUploads(name, upload);
+    }
+  }
+
+  /**
+   * After a load or unload of `name`: the uploaded folder its versions now load from is kept, any
+   * other (the one they used before, or a new one whose load failed) is removed. The entry's old
+   * versions were drained by then.
+   */
+  private async settleUploads(name: string, fresh?: UploadedModel): Promise<void> {
+    const entry = this.models.get(name);
+    const serving = (u: UploadedModel | undefined): boolean => u !== undefined && entry?.dir === u.dir && hasLoaded(entry);
+    const current = this.uploads.get(name);
+    if (fresh && serving(fresh)) this.uploads.set(name, fresh);
+    else await fresh?.remove();
+    if (current && (this.uploads.get(name) !== current || !serving(current))) {
+      if (this.uploads.get(name) === current) this.uploads.delete(name);
+      await current.remove();
+    }
   }
 
   /**
@@ -532,6 +636,7 @@ export class ModelRepository {
       }
       await this.unloadEntry(name);
     });
+    await this.settleUploads(name);
     if (!unloadDependents) return;
     for (const m of dependenciesOf(config)) {
       const used = [...this.ensembles.values()].some((e) => dependenciesOf(e.config).includes(m));
@@ -636,6 +741,17 @@ export class ModelRepository {
     return ve.loaded!;
   }
 
+  /** Held ensembles try again: with --model-namespacing a composing model in another repository may have changed. */
+  async retryHeldEnsembles(): Promise<void> {
+    const held = [...this.ensembles].filter(([, state]) => state.held);
+    await Promise.all(held.map(([name, state]) => this.change(name, () => this.loadHeld(name, state.config)).catch(() => undefined)));
+  }
+
+  /** Whether the repository has an entry for the name (loaded, loading or failed). */
+  knows(name: string): boolean {
+    return this.models.has(name);
+  }
+
   /** True when the name (and version, if given) is known and ready. */
   isReady(name: string, version: string): boolean {
     try {
@@ -695,6 +811,8 @@ export class ModelRepository {
     const ensemble = (e: ModelEntry): boolean => [...e.versions.values()].some((v) => v.loaded instanceof EnsembleVersion);
     await Promise.allSettled(entries.filter(ensemble).map((e) => this.drainEntry(e)));
     await Promise.allSettled(entries.filter((e) => !ensemble(e)).map((e) => this.drainEntry(e)));
+    await Promise.allSettled([...this.uploads.values()].map((u) => u.remove()));
+    this.uploads.clear();
   }
 }
 

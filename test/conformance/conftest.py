@@ -136,6 +136,8 @@ class _ManagedServer:
             "0",
             "--metrics-port",
             "0",
+            # The suite exercises the shared-memory extension (refused by default, as Triton 2.73).
+            "--allow-client-shm=true",
         ] + shlex.split(os.environ.get("SERVAL_SERVER_ARGS", "")) + self.extra_args
         self._log = open(self.log_path, "w", buffering=1, encoding="utf-8", errors="replace")
         self._log.write(f"# {' '.join(shlex.quote(c) for c in cmd)}\n")

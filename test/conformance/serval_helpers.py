@@ -65,7 +65,7 @@ MODELS = {
     },
 }
 # Sequence models: clients see INPUT/OUTPUT only (controls and state are the batcher's).
-for _name in ("simple_sequence", "simple_dyna_sequence", "running_sum"):
+for _name in ("simple_sequence", "simple_dyna_sequence", "simple_string_dyna_sequence", "running_sum"):
     MODELS[_name] = {
         "max_batch_size": 8,
         "inputs": [("INPUT", "INT32", [1])],

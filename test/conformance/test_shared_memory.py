@@ -208,7 +208,7 @@ def test_register_errors(client, protocol, regions):
     with expect_triton_error(protocol, "INTERNAL", f"Unable to open shared memory region: '{missing}'"):
         client.register_system_shared_memory(regions.name("x"), missing, 64)
     for key in ("/a/b", "/../etc/passwd", "/.."):
-        with expect_triton_error(protocol, "INVALID_ARG", f"invalid shared memory key '{key}'"):
+        with expect_triton_error(protocol, "INTERNAL", f"Unable to open shared memory region: '{key}'"):
             client.register_system_shared_memory(regions.name("x"), key, 8)
     regions.create("obj", 64, register=False)
     for offset, size in ((0, 65), (1, 64), (64, 1), (65, 0)):
@@ -319,3 +319,84 @@ def test_http_json_error_texts(server):
         "Output can't set both 'shared_memory_region' and 'binary_data'",
     )
 
+
+
+def test_reserved_key_prefix_and_offset_overflow(client, protocol, regions):
+    # Triton's text (its L0_shared_memory test_register_reserved_names).
+    key = "triton_python_backend_shm_region__my_key"
+    with expect_triton_error(
+        protocol,
+        "INVALID_ARG",
+        f"cannot register shared memory region 'r_{regions.tag}' with key '{key}' as the key contains the reserved prefix "
+        "'triton_python_backend_shm_region_'",
+    ):
+        client.register_system_shared_memory(f"r_{regions.tag}", key, 64)
+    h_in = regions.create("in", 2 * NBYTES)
+    regions.create("out", 2 * NBYTES)
+    shm.set_shared_memory_region(h_in, [A, B])
+    inputs, outputs = _simple_shm_request(protocol, regions)
+    if protocol == "grpc":
+        # An int64_param cannot carry 2^64 - 32: the client refuses it (as against Triton).
+        with pytest.raises(ValueError, match="Value out of range"):
+            outputs[0].set_shared_memory(regions.name("out"), 2**64 - 32, offset=32)
+            client.infer("simple", inputs, outputs=outputs)
+        return
+    outputs[0].set_shared_memory(regions.name("out"), 2**64 - 32, offset=32)
+    with expect_triton_error(
+        protocol,
+        "INVALID_ARG",
+        f"Integer overflow detected: byte_size (18446744073709551584) + offset (32) exceeds maximum value "
+        f"(18446744073709551615) for region '{regions.name('out')}'",
+    ):
+        client.infer("simple", inputs, outputs=outputs)
+
+
+@pytest.fixture(scope="module")
+def no_shm_server():
+    """A server started without --allow-client-shm=true (the default since Triton 2.73)."""
+    from conftest import _ManagedServer
+
+    # Only `simple`: a second server with every model would start slowly on a busy machine.
+    managed = _ManagedServer(
+        ("--allow-client-shm=false", "--model-control-mode", "explicit", "--load-model", "simple"), log_name="serval-no-shm.log"
+    )
+    try:
+        yield managed.start()
+    finally:
+        managed.stop()
+
+
+def test_client_shm_refused_by_default(no_shm_server, protocol, tmp_path):
+    from serval_helpers import make_client
+
+    text = "Client shared memory is disabled. Start the server with '--allow-client-shm=true' to enable."
+    c = make_client(protocol, no_shm_server)
+    tag = uuid.uuid4().hex[:8]
+    h = shm.create_shared_memory_region(f"in_{tag}", f"/serval_ct_off_{tag}", 2 * NBYTES)
+    try:
+        shm.set_shared_memory_region(h, [A, B])
+        with expect_triton_error(protocol, "UNAVAILABLE", text):
+            c.register_system_shared_memory(f"in_{tag}", f"/serval_ct_off_{tag}", 2 * NBYTES)
+        with expect_triton_error(protocol, "UNAVAILABLE", text):
+            c.unregister_system_shared_memory()
+        # CUDA registration and unregistration are client shared memory too.
+        with expect_triton_error(protocol, "UNAVAILABLE", text):
+            c.register_cuda_shared_memory("cuda0", base64.b64encode(b"\0" * 64).decode(), 0, 64)
+        with expect_triton_error(protocol, "UNAVAILABLE", text):
+            c.unregister_cuda_shared_memory()
+        status = c.get_system_shared_memory_status()
+        assert (len(status) if protocol == "http" else len(status.regions)) == 0
+        mod = module_for(protocol)
+        i0, i1 = mod.InferInput("INPUT0", [1, 16], "INT32"), mod.InferInput("INPUT1", [1, 16], "INT32")
+        i0.set_shared_memory(f"in_{tag}", NBYTES)
+        i1.set_data_from_numpy(B)
+        with expect_triton_error(protocol, "UNAVAILABLE", text):
+            c.infer("simple", [i0, i1])
+        # Requests with their tensors inline are served as always.
+        i0 = mod.InferInput("INPUT0", [1, 16], "INT32")
+        i0.set_data_from_numpy(A)
+        res = c.infer("simple", [i0, i1])
+        assert np.array_equal(res.as_numpy("OUTPUT0"), A + B)
+    finally:
+        shm.destroy_shared_memory_region(h)
+        c.close()

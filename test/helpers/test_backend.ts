@@ -30,6 +30,9 @@ interface Settings {
 /** Every execution the test backend ran, across instances: [instance name, batch dims of input 0]. */
 export const executions: [string, number[]][] = [];
 
+/** When each execution ran (performance.now() ms), across instances: for tests of overlap. */
+export const spans: { instance: string; start: number; end: number }[] = [];
+
 class TestInstance implements ModelInstance {
   readonly capacity = 1;
   private busy = false;
@@ -63,8 +66,10 @@ class TestInstance implements ModelInstance {
   }
 
   private async run(buffer: Uint8Array, inputs: Parameters<Reservation['execute']>[0]['inputs'], outputs: string[]): Promise<ExecResult> {
+    const start = performance.now();
     if (this.settings.delayMs > 0) await new Promise((r) => setTimeout(r, this.settings.delayMs));
     else await Promise.resolve();
+    spans.push({ instance: this.placement.name, start, end: performance.now() });
     executions.push([this.placement.name, [...(inputs[0]?.dims ?? [])]]);
     const bytes = inputs.map((t) => buffer.slice(t.offset, t.offset + t.byteLength));
     const produced = new Map<string, Uint8Array>();

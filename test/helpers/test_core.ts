@@ -8,6 +8,7 @@ import type { ResponseCache } from '../../src/cache/response_cache.js';
 import { InferenceCore } from '../../src/core/server_core.js';
 import type { Logger } from '../../src/kernel/log.js';
 import { type ControlMode, ModelRepository } from '../../src/repository/repository.js';
+import type { RateLimiter } from '../../src/scheduler/rate_limiter.js';
 import { capturedLogger } from './frontends.js';
 import { type TestModelFile, testBackend } from './test_backend.js';
 
@@ -80,7 +81,13 @@ export interface TestCore {
 
 export async function startTestCore(
   models: TestModel[] = [SIMPLE_TEST_MODEL],
-  opts: { mode?: ControlMode; strictReadiness?: boolean; responseCache?: ResponseCache } = {},
+  opts: {
+    mode?: ControlMode;
+    strictReadiness?: boolean;
+    responseCache?: ResponseCache;
+    allowClientShm?: boolean;
+    rateLimiter?: RateLimiter;
+  } = {},
 ): Promise<TestCore> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'serval-core-'));
   for (const m of models) {
@@ -99,6 +106,7 @@ export async function startTestCore(
     autoComplete: true,
     backends: new BackendRegistry([testBackend]),
     ...(opts.responseCache && { responseCache: opts.responseCache }),
+    ...(opts.rateLimiter && { rateLimiter: opts.rateLimiter }),
   });
   await repository.loadAll();
   const core = new InferenceCore(repository, {
@@ -106,6 +114,8 @@ export async function startTestCore(
     version: '0.0.0-test',
     strictReadiness: opts.strictReadiness ?? true,
     extensions: ['statistics'],
+    // The tests of the shared-memory extension use it; --allow-client-shm's refusal has its own.
+    allowClientShm: opts.allowClientShm ?? true,
   });
   return {
     core,

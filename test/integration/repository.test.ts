@@ -30,6 +30,10 @@ function statusRow(stdout: string, model: string): string {
   return row;
 }
 
+const BAD_START =
+  'sequence_batching { control_input [ { name: "START" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0 ] } ] } ] }';
+const BAD_BATCH_INPUT = 'batch_input [ { kind: BATCH_ELEMENT_COUNT target_name: "N" data_type: TYPE_INT32 source_input: "NOPE" } ]';
+
 describe('a broken model next to good ones', () => {
   let repo: Repo;
   beforeAll(() => {
@@ -46,6 +50,9 @@ describe('a broken model next to good ones', () => {
       // Triton checks the config before it looks for versions: the config's own error shows.
       { ...simpleVariant('bad_config_no_versions', (c) => c.replace('max_batch_size: 8', 'max_batch_size: -2')), versions: {} },
       { ...simpleVariant('no_versions'), versions: {} },
+      // Sequence controls are part of that check (ValidateModelConfig); batch inputs are not (ValidateModelIOConfig).
+      { ...simpleVariant('seq_controls_no_versions', (c) => `${c}\n${BAD_START}`), versions: {} },
+      { ...simpleVariant('batch_io_no_versions', (c) => `${c}\n${BAD_BATCH_INPUT}`), versions: {} },
       simpleVariant('zero_dim', (c) => c.replace(/dims: \[ 16 \]/, 'dims: [ 0 ]')),
       { ...simpleVariant('corrupt_file'), versions: { 1: new TextEncoder().encode('not an onnx model') } },
     ]);
@@ -101,6 +108,12 @@ describe('a broken model next to good ones', () => {
       expect(statusRow(out, 'no_versions')).toContain(
         "UNAVAILABLE: at least one version must be available under the version policy of model 'no_versions'",
       );
+      expect(statusRow(out, 'seq_controls_no_versions')).toContain(
+        "UNAVAILABLE: sequence batching control 'int32_false_true' must have exactly 2 entries for CONTROL_SEQUENCE_START for seq_controls_no_versions",
+      );
+      expect(statusRow(out, 'batch_io_no_versions')).toContain(
+        "UNAVAILABLE: at least one version must be available under the version policy of model 'batch_io_no_versions'",
+      );
       expect(statusRow(out, 'zero_dim')).toContain(
         "UNAVAILABLE: model input 'INPUT0' dimension must be integer >= 1, or -1 to indicate a variable-size dimension for zero_dim",
       );
@@ -134,11 +147,16 @@ describe('a broken model next to good ones', () => {
   it('with auto-complete off, Triton also checks the tensors before it looks for versions', async () => {
     const strict = makeRepo([
       { ...simpleVariant('zero_dim_no_versions', (c) => c.replace(/dims: \[ 16 \]/, 'dims: [ 0 ]')), versions: {} },
+      { ...simpleVariant('batch_io_no_versions', (c) => `${c}\n${BAD_BATCH_INPUT}`), versions: {} },
     ]);
     try {
       const r = await runServerToExit(strict.dir, ['--disable-auto-complete-config']);
       expect(statusRow(r.stdout, 'zero_dim_no_versions')).toContain(
         "UNAVAILABLE: model input 'INPUT0' dimension must be integer >= 1, or -1 to indicate a variable-size dimension for zero_dim_no_versions",
+      );
+      // ValidateModelIOConfig ends with the batch inputs and outputs (ValidateBatchIO).
+      expect(statusRow(r.stdout, 'batch_io_no_versions')).toContain(
+        "UNAVAILABLE: unknown source input name 'NOPE' for batch_io_no_versions",
       );
     } finally {
       strict.cleanup();
@@ -316,10 +334,10 @@ output [ { name: "OUTPUT" data_type: TYPE_INT32 dims: [ 16 ] reshape: { shape: [
 });
 
 describe('command line', () => {
-  it('an unknown flag exits with code 2 and the usage', async () => {
+  it('an unknown flag exits with code 1 (as tritonserver) and the usage', async () => {
     const r = await runCli(['--model-repository', '/tmp', '--bogus-flag', '1']);
-    expect(r.code).toBe(2);
-    expect(r.stderr).toContain('unknown option --bogus-flag');
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain("unrecognized option '--bogus-flag'");
     expect(r.stderr).toContain('Usage: serval');
   });
 

@@ -13,7 +13,7 @@ let client: GrpcClient;
 const shm = shmObjects('serval_it');
 
 beforeAll(async () => {
-  server = await startServer(inject('modelRepository'));
+  server = await startServer(inject('modelRepository'), ['--allow-client-shm=true']);
   client = grpcClient(server.grpcAddress);
 });
 
@@ -120,7 +120,13 @@ describe('system shared memory, end to end', () => {
   });
 
   it('a server stopped with regions registered exits cleanly, its fds closed', async () => {
-    const own = await startServer(inject('modelRepository'), ['--model-control-mode', 'explicit', '--load-model', 'simple']);
+    const own = await startServer(inject('modelRepository'), [
+      '--model-control-mode',
+      'explicit',
+      '--load-model',
+      'simple',
+      '--allow-client-shm=true',
+    ]);
     const key = shm.create('stop', 64);
     expect((await postJson(own.url, '/v2/systemsharedmemory/region/s/register', { key, byte_size: 64 })).status).toBe(200);
     expect(fdsOn(shm.file(key))).toBe(1);

@@ -87,11 +87,15 @@ describe('the HTTP front-end over a real core', () => {
   });
 
   describe('health, metadata, configuration, statistics, repository', () => {
-    it('reports live and ready with empty 200 bodies', async () => {
-      for (const url of ['/v2/health/live', '/v2/health/ready']) {
+    it('reports live and ready with 200 and the KServe v2 bodies', async () => {
+      for (const [url, body] of [
+        ['/v2/health/live', { live: true }],
+        ['/v2/health/ready', { ready: true }],
+      ] as const) {
         const res = await app.inject({ method: 'GET', url });
         expect(res.statusCode, url).toBe(200);
-        expect(res.body).toBe('');
+        expect(res.headers['content-type']).toBe('application/json');
+        expect(res.json()).toEqual(body);
       }
     });
 
@@ -118,6 +122,12 @@ describe('the HTTP front-end over a real core', () => {
       expect(await status('/v2/models/simple/versions/1/ready')).toBe(200);
       expect(await status('/v2/models/simple/versions/2/ready')).toBe(400);
       expect(await status('/v2/models/x/ready')).toBe(400);
+      // KServe v2's body beside Triton's status.
+      expect((await app.inject({ method: 'GET', url: '/v2/models/simple/ready' })).json()).toEqual({ name: 'simple', ready: true });
+      expect((await app.inject({ method: 'GET', url: '/v2/models/simple/versions/2/ready' })).json()).toEqual({
+        name: 'simple',
+        ready: false,
+      });
     });
 
     it('answers an unknown model or version with 404 and Triton’s text', async () => {
@@ -394,10 +404,10 @@ describe('the HTTP front-end over a real core', () => {
       expect(res.json<HttpInferResponse>().outputs[0]!.data).toEqual(range(16, (i) => 2 * i));
     });
 
-    it('malformed JSON and JSON of the wrong shape: 400', async () => {
+    it('malformed JSON (500, as Triton 2.73) and JSON of the wrong shape (400)', async () => {
       const url = '/v2/models/simple/infer';
-      expectError(await post(app, url, '{"inputs": [ {"name": '), 400, /^failed to parse the request JSON: /);
-      expectError(await post(app, url, ''), 400, /^failed to parse the request JSON: /);
+      expectError(await post(app, url, '{"inputs": [ {"name": '), 500, /^failed to parse the request JSON buffer: /);
+      expectError(await post(app, url, ''), 500, /^failed to parse the request JSON buffer: /);
       expectError(await post(app, url, '[1,2,3]'), 400, 'the request JSON must be an object');
       expectError(await post(app, url, '{}'), 400, "the request must have an 'inputs' array");
       expectError(
@@ -562,7 +572,9 @@ describe('readiness and refusals of a core that is not ready', () => {
     const app = buildHttpServer(t.core, log, { maxInputSize: 1 << 20 });
     try {
       expect((await app.inject({ method: 'GET', url: '/v2/health/live' })).statusCode).toBe(200);
-      expect((await app.inject({ method: 'GET', url: '/v2/health/ready' })).statusCode).toBe(400);
+      const notReady = await app.inject({ method: 'GET', url: '/v2/health/ready' });
+      expect(notReady.statusCode).toBe(400);
+      expect(notReady.json()).toEqual({ ready: false });
       expect((await app.inject({ method: 'GET', url: '/v2/models/simple/ready' })).statusCode).toBe(200);
       expect((await app.inject({ method: 'GET', url: '/v2/models/bad_dims/ready' })).statusCode).toBe(400);
       expectError(

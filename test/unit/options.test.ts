@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { DEFAULTS, parseArgs, parseMetricsConfig, UsageError } from '../../src/options.js';
+import { DEFAULT_SUMMARY_QUANTILES, DEFAULTS, parseArgs, parseMetricsConfig, UsageError } from '../../src/options.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'serval-options-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -88,11 +88,11 @@ describe('flags', () => {
   });
 
   it('rejects unknown flags, positional arguments and missing values', () => {
-    expect(usageError(['--bogus', '1'])).toBe('unknown option --bogus (see --help)');
-    expect(usageError(['--bogus=1'])).toBe('unknown option --bogus (see --help)');
+    expect(usageError(['--bogus', '1'])).toBe("unrecognized option '--bogus'");
+    expect(usageError(['--bogus=1'])).toBe("unrecognized option '--bogus=1'");
     expect(usageError(['model_repository'])).toBe("unexpected argument 'model_repository'");
     expect(usageError(['-p', '8000'])).toBe("unexpected argument '-p'");
-    expect(usageError(['--id'])).toBe('--id needs a value');
+    expect(usageError(['--id'])).toBe("option '--id' requires an argument");
   });
 
   it('rejects integers that are not non-negative integers', () => {
@@ -126,22 +126,48 @@ describe('flags', () => {
     expect(usageError(['--http-body-timeout-secs', '1.5'])).toBe("--http-body-timeout-secs expects a non-negative integer, got '1.5'");
   });
 
-  it('--metrics-config: histogram_latencies switches the latency histograms; other settings are refused by name', () => {
-    expect(parseMetricsConfig(parseArgs([]).metricsConfig)).toEqual({ histogramLatencies: false });
+  it("--metrics-config: Triton 2.73's latency settings, Triton's defaults, unknown settings and bad values refused by name", () => {
+    const defaults = {
+      histogramLatencies: false,
+      counterLatencies: true,
+      summaryLatencies: false,
+      summaryQuantiles: DEFAULT_SUMMARY_QUANTILES,
+    };
+    expect(parseMetricsConfig(parseArgs([]).metricsConfig)).toEqual(defaults);
+    expect(DEFAULT_SUMMARY_QUANTILES.map(([q]) => q)).toEqual([0.5, 0.9, 0.95, 0.99, 0.999]);
     const on = parseArgs(['--metrics-config', 'histogram_latencies=true']);
-    expect(parseMetricsConfig(on.metricsConfig)).toEqual({ histogramLatencies: true });
+    expect(parseMetricsConfig(on.metricsConfig)).toEqual({ ...defaults, histogramLatencies: true });
+    // The last of a repeated setting wins.
     expect(
       parseMetricsConfig(
         parseArgs(['--metrics-config=histogram_latencies=true', '--metrics-config=histogram_latencies=false']).metricsConfig,
       ),
-    ).toEqual({
-      histogramLatencies: false,
+    ).toEqual(defaults);
+    const all = parseArgs([
+      '--metrics-config=summary_latencies=true',
+      '--metrics-config=counter_latencies=false',
+      '--metrics-config=summary_quantiles=0.5:0.05, 0.99:0.001',
+    ]);
+    expect(parseMetricsConfig(all.metricsConfig)).toEqual({
+      ...defaults,
+      summaryLatencies: true,
+      counterLatencies: false,
+      summaryQuantiles: [
+        [0.5, 0.05],
+        [0.99, 0.001],
+      ],
     });
-    expect(usageError(['--metrics-config', 'summary_latencies=true'])).toBe(
-      "--metrics-config: 'summary_latencies' is not supported by Serval (it supports histogram_latencies=true|false)",
+    expect(usageError(['--metrics-config', 'summary_max_age=60'])).toBe(
+      "--metrics-config: 'summary_max_age' is not a metrics setting (counter_latencies, summary_latencies, summary_quantiles, histogram_latencies)",
     );
     expect(usageError(['--metrics-config', 'histogram_latencies=maybe'])).toBe(
       "--metrics-config histogram_latencies expects true or false, got 'maybe'",
+    );
+    expect(usageError(['--metrics-config', 'summary_quantiles=0.5'])).toBe(
+      "--metrics-config summary_quantiles: '0.5' is not <quantile>:<error> with both between 0 and 1",
+    );
+    expect(usageError(['--metrics-config', 'summary_quantiles=1.5:0.1'])).toBe(
+      "--metrics-config summary_quantiles: '1.5:0.1' is not <quantile>:<error> with both between 0 and 1",
     );
   });
 });
@@ -189,7 +215,7 @@ http-max-input-size: 1048576
   });
 
   it('rejects unknown keys, bad values, non-mappings, unreadable files and bad YAML', () => {
-    expect(usageError(['--config-file', settings('no-such-option: 1\n')])).toBe('unknown option --no-such-option (see --help)');
+    expect(usageError(['--config-file', settings('no-such-option: 1\n')])).toBe("unrecognized option '--no-such-option'");
     expect(usageError(['--config-file', settings('http-port: -5\n')])).toBe("--http-port expects a non-negative integer, got '-5'");
     expect(usageError(['--config-file', settings('strict-readiness: sometimes\n')])).toBe(
       "--strict-readiness expects true or false, got 'sometimes'",

@@ -85,14 +85,14 @@ describe('keys', () => {
     expect(shmKeyPath('abc')).toBe('/dev/shm/abc');
   });
 
-  it('refuses keys that would reach outside /dev/shm, with a clear error', async () => {
-    for (const key of ['/a/b', 'a/b', '//a', '/..', '../x', '/x..y', '', '/', '.', '/a\0b']) {
+  it("refuses keys that shm_open refuses (any that would reach outside /dev/shm) with Triton's answer", async () => {
+    for (const key of ['/a/b', 'a/b', '/..', '../x', '/../etc/passwd', '', '/', '//', '.', '/a\0b']) {
       const e = await rejection(() => registry.register('r', key, 0, 1));
-      expect([e.code, e.message]).toEqual([
-        'INVALID_ARG',
-        `invalid shared memory key '${key}': a system shared memory key is a single POSIX shared memory name (an optional leading '/', then no '/' and no '..')`,
-      ]);
+      expect([e.code, e.message, e.clientFault]).toEqual(['INTERNAL', `Unable to open shared memory region: '${key}'`, true]);
     }
+    // As glibc names them: leading '/'s dropped, '..' inside a name is only a name.
+    expect(shmKeyPath('//a')).toBe('/dev/shm/a');
+    expect(shmKeyPath('/x..y')).toBe('/dev/shm/x..y');
   });
 });
 
@@ -306,35 +306,104 @@ describe('inference through shared memory', () => {
     expect(readFileSync(shmKeyPath(kout))).toEqual(Buffer.alloc(12));
   });
 
-  it('never writes into a region after its unregister returned: the in-flight request gets an error', async () => {
-    const kout = shmObject('late', new Uint8Array(4));
-    registry.register('late', kout, 0, 4);
-    let release!: () => void;
-    const gate = new Promise<void>((r) => (release = r));
-    const pending = registry.infer(
-      request([{ name: 'A', data: i32(42) }], [{ name: 'OUT0', parameters: region('late', 0, 4) }]),
-      async (r) => {
-        await gate;
-        return echo()(r);
-      },
-    );
+  it('unregister while a request uses the region: it returns at once, the region stays listed (and usable) until the last request finishes, then goes', async () => {
+    const kout = shmObject('late', new Uint8Array(8));
+    registry.register('late', kout, 0, 8);
+    const gates: (() => void)[] = [];
+    const gated = async (r: InferRequest): Promise<InferResponse> => {
+      await new Promise<void>((r) => gates.push(r));
+      return echo()(r);
+    };
+    const first = registry.infer(request([{ name: 'A', data: i32(42) }], [{ name: 'OUT0', parameters: region('late', 0, 4) }]), gated);
     await registry.unregister('late');
-    release();
-    const e = await rejection(pending);
-    expect([e.code, e.message]).toEqual(['NOT_FOUND', "shared memory region 'late' was unregistered while the request was in flight"]);
-    expect(readFileSync(shmKeyPath(kout))).toEqual(Buffer.alloc(4));
+    expect(registry.status('')).toEqual([{ name: 'late', key: kout, offset: 0, byte_size: 8 }]);
+    expect(fdsOn(shmKeyPath(kout))).toHaveLength(1);
+    // As Triton: a name awaiting its unregister is still taken, and still serves new requests.
+    expect((await rejection(() => registry.register('late', kout, 0, 8))).message).toBe("shared memory region 'late' already in manager");
+    const second = registry.infer(request([{ name: 'A', data: i32(7) }], [{ name: 'OUT0', parameters: region('late', 4, 4) }]), gated);
+    await new Promise((r) => setImmediate(r));
+    gates.shift()!();
+    await first;
+    expect(registry.status('').map((r) => r.name)).toEqual(['late']);
+    gates.shift()!();
+    await second;
+    expect(readFileSync(shmKeyPath(kout))).toEqual(i32(42, 7));
+    await new Promise((r) => setImmediate(r));
+    expect(registry.status('')).toEqual([]);
+    expect(fdsOn(shmKeyPath(kout))).toHaveLength(0);
+    expect((await rejection(() => registry.status('late'))).message).toBe("Unable to find system shared memory region: 'late'");
   });
 
-  it('unregister waits for a large read under way, then closes the fd', async () => {
+  it('a failed request lets go of its regions too; an idle region is closed before unregister resolves', async () => {
+    const k = shmObject('fail', new Uint8Array(8));
+    registry.register('fail', k, 0, 8);
+    let release!: () => void;
+    const pending = registry.infer(request([{ name: 'A', parameters: region('fail', 0, 4) }]), async () => {
+      await new Promise<void>((r) => (release = r));
+      throw ServalError.invalidArg('model refused');
+    });
+    await new Promise((r) => setImmediate(r));
+    await registry.unregister('');
+    expect(registry.status('')).toHaveLength(1);
+    release();
+    expect((await rejection(pending)).message).toBe('model refused');
+    await new Promise((r) => setImmediate(r));
+    expect(registry.status('')).toEqual([]);
+    expect(fdsOn(shmKeyPath(k))).toHaveLength(0);
+  });
+
+  it("Triton's texts for a reserved key prefix and an offset + byte size past 64 bits", async () => {
+    for (const key of ['triton_python_backend_shm_region_x', '/triton_python_backend_shm_region_y', '/serval_python_1_x']) {
+      const prefix = key.includes('triton') ? 'triton_python_backend_shm_region_' : 'serval_python_';
+      expect((await rejection(() => registry.register('n', key, 0, 8))).message).toBe(
+        `cannot register shared memory region 'n' with key '${key}' as the key contains the reserved prefix '${prefix}'`,
+      );
+    }
+    const k = shmObject('ovf', new Uint8Array(64));
+    registry.register('ovf', k, 0, 64);
+    const huge = (1n << 64n) - 32n;
+    const e = await rejection(
+      registry.infer(
+        request([{ name: 'A', parameters: { shared_memory_region: 'ovf', shared_memory_offset: 32, shared_memory_byte_size: huge } }]),
+        echo(),
+      ),
+    );
+    expect([e.code, e.message]).toEqual([
+      'INVALID_ARG',
+      "Integer overflow detected: byte_size (18446744073709551584) + offset (32) exceeds maximum value (18446744073709551615) for region 'ovf'",
+    ]);
+    const off = await rejection(
+      registry.infer(
+        request([{ name: 'A', parameters: { shared_memory_region: 'ovf', shared_memory_offset: huge, shared_memory_byte_size: 4 } }]),
+        echo(),
+      ),
+    );
+    expect(off.message).toBe("Invalid offset for shared memory region: 'ovf'");
+  });
+
+  it("without --allow-client-shm: register and any request naming a region are refused with Triton 2.73's text", async () => {
+    const closed = new SharedMemoryRegistry(false);
+    const k = shmObject('off', new Uint8Array(8));
+    const text = "Client shared memory is disabled. Start the server with '--allow-client-shm=true' to enable.";
+    const reg = await rejection(() => closed.register('off', k, 0, 8));
+    expect([reg.code, reg.message]).toEqual(['UNAVAILABLE', text]);
+    const inf = await rejection(closed.infer(request([{ name: 'A', parameters: region('off', 0, 4) }]), echo()));
+    expect([inf.code, inf.message]).toEqual(['UNAVAILABLE', text]);
+    expect(closed.status('')).toEqual([]);
+    // A request that names no region is not affected.
+    const plain = await closed.infer(request([{ name: 'A', data: i32(3) }]), echo());
+    expect(plain.outputs[0]!.data).toEqual(i32(3));
+  });
+
+  it('unregister of a region no request uses closes its fd before it resolves, even after a large read', async () => {
     const size = 8 << 20;
     const k = shmObject('busy', new Uint8Array(size));
     registry.register('busy', k, 0, size);
     const seen: InferRequest[] = [];
-    const pending = registry.infer(request([{ name: 'A', parameters: region('busy', 0, size) }]), echo(seen));
+    await registry.infer(request([{ name: 'A', parameters: region('busy', 0, size) }]), echo(seen));
+    expect(seen[0]!.inputs[0]!.data.byteLength).toBe(size);
     await registry.unregister('busy');
     expect(fdsOn(shmKeyPath(k))).toHaveLength(0);
-    await pending; // the read had started before the unregister and completed
-    expect(seen[0]!.inputs[0]!.data.byteLength).toBe(size);
   });
 
   it('a client that truncates its object after registering gets an error, never a grown object', async () => {

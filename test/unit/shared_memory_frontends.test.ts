@@ -80,7 +80,10 @@ describe('register, status and unregister routes (fake core)', () => {
       expectError(await reg({ key: '/k', byte_size }), 400, "Unable to parse 'byte_size': it must be a non-negative integer");
     }
     expectError(await reg({ key: '/k', offset: -3, byte_size: 8 }), 400, "Unable to parse 'offset': it must be a non-negative integer");
-    expect((await reg('{"key":')).statusCode).toBe(400);
+    // Not JSON: Triton's JSON reader's INTERNAL (500).
+    const notJson = await reg('{"key":');
+    expect(notJson.statusCode).toBe(500);
+    expect(notJson.json().error).toMatch(/^failed to parse the request JSON buffer: /);
     expectError(await reg([1]), 400, 'the request JSON must be an object');
     expectError(
       await postJson(app, '/v2/systemsharedmemory/register', { key: '/k', byte_size: 8 }),

@@ -59,8 +59,10 @@ describe('HTTP', () => {
       expect(res.statusCode).toBe(400);
       expect(res.json()).toEqual({ error: msg });
     }
+    // A body that is not JSON: Triton's JSON reader's INTERNAL (500).
     const bad = await app.inject({ method: 'POST', url: '/v2/logging', payload: '{"log_info":' });
-    expect(bad.statusCode).toBe(400);
+    expect(bad.statusCode).toBe(500);
+    expect(bad.json().error).toMatch(/^failed to parse the request JSON buffer: /);
     expect(core.settingsCalls).toEqual([]);
   });
 
@@ -99,7 +101,7 @@ describe('HTTP', () => {
     expect(core.traces).toHaveLength(0);
     expect(core.requests[0]!.trace).toBeUndefined();
     const res = await app.inject({ method: 'POST', url: '/v2/models/traced/infer', payload: '{"inputs": [' });
-    expect(res.statusCode).toBe(400);
+    expect(res.statusCode).toBe(500);
     expect(core.traces[0]!.names()).toEqual(['HTTP_RECV_START', 'HTTP_RECV_END']);
     expect(core.traces[0]!.ended).toBeGreaterThanOrEqual(1);
   });

@@ -35,7 +35,8 @@ MODEL = "identity_fp32"
 
 
 def start_server(max_input: int) -> tuple[subprocess.Popen, str, str]:
-    extra = ["--model-control-mode", "explicit", "--load-model", MODEL, "--http-max-input-size", str(max_input)]
+    extra = ["--model-control-mode", "explicit", "--load-model", MODEL, "--http-max-input-size", str(max_input),
+             "--allow-client-shm=true"]
     return launch(ROOT / "model_repository", extra, "shm_roundtrip")
 
 

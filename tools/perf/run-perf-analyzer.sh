@@ -45,7 +45,8 @@ mkdir -p "$LOG_DIR"
 rm -f "$LOG_DIR"/pa_*.log "$LOG_DIR"/pa_*.csv
 # A small response cache (32 KiB: about 14 responses of cached_mlp, the one model whose config
 # enables it; the others never use it), so the cache runs below can hold some inputs and not all.
-SERVAL_SERVER_ARGS="${SERVAL_SERVER_ARGS:-} --cache-config local,size=32768"
+# --allow-client-shm: the --shared-memory system runs below (refused by default, as Triton 2.73).
+SERVAL_SERVER_ARGS="${SERVAL_SERVER_ARGS:-} --cache-config local,size=32768 --allow-client-shm=true"
 # A server given by URL was started by someone else, perhaps without a cache: the cache checks only report.
 OWN_SERVER=1
 [[ -n "${SERVAL_URL_HTTP:-}" || -n "${SERVAL_URL_GRPC:-}" ]] && OWN_SERVER=""

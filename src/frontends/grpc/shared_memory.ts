@@ -46,7 +46,14 @@ export function sharedMemoryHandlers(core: CoreApi, unary: Unary): SharedMemoryH
       return {};
     }),
     CudaSharedMemoryStatus: cuda,
-    CudaSharedMemoryRegister: cuda,
-    CudaSharedMemoryUnregister: unary(() => ({})),
+    // Without --allow-client-shm, registration and unregistration are refused first, as Triton's.
+    CudaSharedMemoryRegister: unary((): never => {
+      core.checkClientSharedMemory?.();
+      throw ServalError.unsupported('CUDA shared memory is not supported by this server');
+    }),
+    CudaSharedMemoryUnregister: unary(() => {
+      core.checkClientSharedMemory?.();
+      return {};
+    }),
   };
 }

@@ -17,6 +17,14 @@ const inflate = promisify(zlib.inflate);
 const advice = 'Use --http-max-input-size to increase the limit.';
 
 /**
+ * Triton's cap on the non-empty chunks of a `Transfer-Encoding: chunked` body (http_server.cc,
+ * kMaxChunkedChunks): many tiny chunks cost memory per chunk, whatever the byte limit.
+ */
+export const MAX_CHUNKS = 1 << 16;
+const tooManyChunks = (): ServalError =>
+  ServalError.invalidArg(`Chunked request body exceeds maximum of ${MAX_CHUNKS} non-empty chunks. Send fewer or larger HTTP chunks.`);
+
+/**
  * Triton's text for a body of `size` bytes over `limit`, by the kind of request the headers say
  * it is: a raw binary request (Inference-Header-Content-Length: 0) or a JSON one (no header).
  * A binary-extension body has no single text in Triton (it checks the JSON part and each input);
@@ -75,6 +83,9 @@ export function readBody(
   let whole = known && !refused ? Buffer.allocUnsafe(declared) : undefined;
   let chunks: Buffer[] | undefined = whole || refused ? undefined : [];
   let size = 0;
+  // Node's HTTP parser hands each chunk's data on as (at least) one piece: pieces are counted.
+  const chunked = /\bchunked\b/i.test(String(headers['transfer-encoding'] ?? ''));
+  let pieces = 0;
   let finished = false;
   let idle: NodeJS.Timeout | undefined;
   let total: NodeJS.Timeout | undefined;
@@ -114,6 +125,11 @@ export function readBody(
     idle?.refresh();
     const start = size;
     size += chunk.byteLength;
+    if (chunked && chunk.byteLength > 0 && ++pieces > MAX_CHUNKS && !refused) {
+      // Refused; the rest is read and dropped, as an oversized body's is.
+      refused = tooManyChunks();
+      discard();
+    }
     if (size > limit) discard();
     else if (whole) {
       if (size <= whole.byteLength) chunk.copy(whole, start);
@@ -187,7 +203,7 @@ export async function jsonObjectBody(
   try {
     doc = JSON.parse(raw.toString('utf8'));
   } catch (e) {
-    throw ServalError.invalidArg(`failed to parse the request JSON: ${(e as Error).message}`);
+    throw ServalError.malformed(`failed to parse the request JSON buffer: ${(e as Error).message}`);
   }
   if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) throw ServalError.invalidArg('the request JSON must be an object');
   return doc as Record<string, unknown>;

@@ -7,6 +7,14 @@ import type { InferRequest, InferResponse, Params, ParamValue, RequestedOutput }
 
 const bad = (msg: string): ServalError => ServalError.invalidArg(msg);
 
+/**
+ * Triton's answer to a body that is not JSON: its JSON reader's error (INTERNAL, so HTTP 500 since
+ * 2.73 maps the code) with its prefix; the reason is the JSON parser's own words.
+ */
+export function unparsable(e: unknown): ServalError {
+  return ServalError.malformed(`failed to parse the request JSON buffer: ${(e as Error).message}`);
+}
+
 function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
@@ -44,12 +52,16 @@ export function decodeInferRequest(body: Buffer, headerLength: number | undefine
   try {
     doc = parseJsonExact(body.toString('utf8', 0, jsonEnd));
   } catch (e) {
-    throw bad(`failed to parse the request JSON: ${(e as Error).message}`);
+    throw unparsable(e);
   }
   if (!isObject(doc)) throw bad('the request JSON must be an object');
   const id = doc.id === undefined ? '' : doc.id;
   if (typeof id !== 'string') throw bad(`'id' must be a string`);
   const reqParams = params(doc.parameters, 'request');
+  // Triton's HTTP front-end takes no `triton_` parameter (not even gRPC's triton_enable_empty_final_response).
+  if (Object.keys(reqParams).some((k) => k.startsWith('triton_'))) {
+    throw bad("parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified.");
+  }
   if (!Array.isArray(doc.inputs)) throw bad(`the request must have an 'inputs' array`);
 
   let offset = jsonEnd;
@@ -107,7 +119,13 @@ export function decodeInferRequest(body: Buffer, headerLength: number | undefine
     throw bad(`the request body has ${body.byteLength - offset} bytes of binary data that no input claims`);
   }
 
-  const binaryDefault = reqParams.binary_data_output === true;
+  const binaryOutput = reqParams.binary_data_output;
+  if (binaryOutput !== undefined && typeof binaryOutput !== 'boolean') {
+    throw bad("Unable to parse 'binary_data_output': attempt to access JSON non-boolean as boolean");
+  }
+  // How the response is framed, not something the model is asked (Triton does not pass it on).
+  delete reqParams.binary_data_output;
+  const binaryDefault = binaryOutput === true;
   const binaryOutputs = new Set<string>();
   let outputs: RequestedOutput[] | undefined;
   if (doc.outputs !== undefined) {

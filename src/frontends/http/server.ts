@@ -9,6 +9,7 @@ import { Cancellation } from '../../kernel/cancel.js';
 import { httpStatus, isServerFault, ServalError } from '../../kernel/errors.js';
 import { encodeJson } from '../../kernel/json.js';
 import type { Logger } from '../../kernel/log.js';
+import { addForwarded, forwardedHttpHeaders, type HeaderPattern } from '../header_forward.js';
 import { type Restrictions, restrictHttp } from '../restricted.js';
 import { BodyTimeoutError, type BodyTimeouts, decompress, jsonObjectBody, readBody } from './body.js';
 import { dashboardRoutes } from './dashboard.js';
@@ -31,6 +32,8 @@ export interface HttpOptions {
   budget?: ByteBudget;
   /** --http-body-idle-timeout-secs / --http-body-timeout-secs, in ms (absent or 0 = none). */
   bodyTimeouts?: BodyTimeouts;
+  /** --http-header-forward-pattern: the headers an inference request forwards as request parameters. */
+  forwardPattern?: HeaderPattern;
 }
 
 /** Responses at least this big go out as their chunks (JSON header, tensors) instead of one joined copy. */
@@ -140,8 +143,16 @@ export function buildHttpServer(core: CoreApi, log: Logger, opts: HttpOptions): 
   const json = (reply: FastifyReply, body: unknown): FastifyReply =>
     reply.header('content-type', 'application/json').send(Buffer.from(encodeJson(body)));
 
-  app.get('/v2/health/live', (_req, reply) => reply.code(core.isLive() ? 200 : 400).send());
-  app.get('/v2/health/ready', (_req, reply) => reply.code(core.isReady() ? 200 : 400).send());
+  // Triton's status codes with the KServe v2 bodies ({"live": bool}, {"ready": bool}): Triton's
+  // clients read only the status, KServe's SDK reads the body.
+  app.get('/v2/health/live', (_req, reply) => {
+    const live = core.isLive();
+    return json(reply.code(live ? 200 : 400), { live });
+  });
+  app.get('/v2/health/ready', (_req, reply) => {
+    const ready = core.isReady();
+    return json(reply.code(ready ? 200 : 400), { ready });
+  });
   app.get('/v2', (_req, reply) => json(reply, core.serverMetadata()));
 
   // Statistics routes are static and so take precedence over /v2/models/:model.
@@ -156,8 +167,10 @@ export function buildHttpServer(core: CoreApi, log: Logger, opts: HttpOptions): 
   app.get('/v2/models/:model', metadata);
   app.get('/v2/models/:model/versions/:version', metadata);
 
-  const ready = (req: FastifyRequest<{ Params: ModelParams }>, reply: FastifyReply) =>
-    reply.code(core.isModelReady(req.params.model, req.params.version ?? '') ? 200 : 400).send();
+  const ready = (req: FastifyRequest<{ Params: ModelParams }>, reply: FastifyReply) => {
+    const isReady = core.isModelReady(req.params.model, req.params.version ?? '');
+    return json(reply.code(isReady ? 200 : 400), { name: req.params.model, ready: isReady });
+  };
   app.get('/v2/models/:model/ready', ready);
   app.get('/v2/models/:model/versions/:version/ready', ready);
 
@@ -179,6 +192,17 @@ export function buildHttpServer(core: CoreApi, log: Logger, opts: HttpOptions): 
     if (typeof p !== 'object' || p === null || Array.isArray(p)) throw ServalError.invalidArg("'parameters' must be a JSON object");
     return p as Record<string, unknown>;
   };
+  // Model upload: over HTTP a `file:<path>` parameter's bytes travel as base64 (Triton decodes
+  // them as leniently as Node does); the core takes bytes from either protocol.
+  const uploadParams = (p: Record<string, unknown>): Record<string, unknown> => {
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(p)) {
+      if (!k.startsWith('file:')) out[k] = v;
+      else if (typeof v === 'string') out[k] = Buffer.from(v, 'base64');
+      else throw ServalError.invalidArg(`Unable to parse '${k}': a model file travels as a base64 string`);
+    }
+    return out;
+  };
   app.post('/v2/repository/index', async (req, reply) => {
     const doc = await jsonBody(req);
     // Triton's text (its JSON accessor's); Triton answers 500, Serval 400: a malformed request is
@@ -199,7 +223,7 @@ export function buildHttpServer(core: CoreApi, log: Logger, opts: HttpOptions): 
     );
   });
   app.post('/v2/repository/models/:model/load', async (req: FastifyRequest<{ Params: ModelParams }>, reply) => {
-    await core.loadModel(req.params.model, paramsOf(await jsonBody(req)));
+    await core.loadModel(req.params.model, uploadParams(paramsOf(await jsonBody(req))));
     return reply.code(200).send();
   });
   app.post('/v2/repository/models/:model/unload', async (req: FastifyRequest<{ Params: ModelParams }>, reply) => {
@@ -223,6 +247,7 @@ export function buildHttpServer(core: CoreApi, log: Logger, opts: HttpOptions): 
     const hdr = req.headers['inference-header-content-length'];
     const headerLength = hdr === undefined ? undefined : Number(hdr);
     const decoded = decodeInferRequest(raw, headerLength, req.params.model, req.params.version ?? '');
+    addForwarded(decoded.request.parameters, forwardedHttpHeaders(opts.forwardPattern, req.raw.rawHeaders));
     decoded.request.cancellation = cancellation;
     if (trace) decoded.request.trace = trace;
     // The body is this request's alone and nothing below reads it once answered: its binary

@@ -15,7 +15,7 @@ function registerRequest(body: Buffer | undefined): { key: string; offset: numbe
   try {
     doc = parseJsonExact((body ?? Buffer.alloc(0)).toString('utf8'));
   } catch (e) {
-    throw bad(`failed to parse the request JSON: ${(e as Error).message}`);
+    throw ServalError.malformed(`failed to parse the request JSON buffer: ${(e as Error).message}`);
   }
   if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) throw bad('the request JSON must be an object');
   const d = doc as Record<string, unknown>;
@@ -62,13 +62,22 @@ export function sharedMemoryRoutes(app: FastifyInstance, core: CoreApi): void {
   // No GPU here, and the extension is not listed: status and register are refused. Unregister
   // has nothing to remove and succeeds, as on a Triton without GPUs: perf_analyzer unregisters
   // CUDA regions at the end of every --shared-memory run and reports a failure as an error.
+  // Without --allow-client-shm, CUDA registration and unregistration are refused first, as Triton's.
   const cuda = (): never => {
     throw ServalError.unsupported('CUDA shared memory is not supported by this server');
   };
+  const cudaRegister = (): never => {
+    core.checkClientSharedMemory?.();
+    return cuda();
+  };
+  const cudaUnregister = (_req: FastifyRequest, reply: FastifyReply) => {
+    core.checkClientSharedMemory?.();
+    return ok(reply);
+  };
   app.get('/v2/cudasharedmemory/status', cuda);
   app.get('/v2/cudasharedmemory/region/:name/status', cuda);
-  app.post('/v2/cudasharedmemory/register', cuda);
-  app.post('/v2/cudasharedmemory/region/:name/register', cuda);
-  app.post('/v2/cudasharedmemory/unregister', (_req, reply) => ok(reply));
-  app.post('/v2/cudasharedmemory/region/:name/unregister', (_req, reply) => ok(reply));
+  app.post('/v2/cudasharedmemory/register', cudaRegister);
+  app.post('/v2/cudasharedmemory/region/:name/register', cudaRegister);
+  app.post('/v2/cudasharedmemory/unregister', cudaUnregister);
+  app.post('/v2/cudasharedmemory/region/:name/unregister', cudaUnregister);
 }
