@@ -211,3 +211,16 @@ describe('TLS', () => {
     ).rejects.toThrow('--grpc-root-cert must name a PEM file when --grpc-use-ssl is true');
   });
 });
+
+describe('flow control', () => {
+  it('lets a client send megabytes before waiting for a WINDOW_UPDATE (not HTTP/2’s 64 KiB), in frames of up to 1 MiB', async () => {
+    server = await startGrpcServer(fakeCore(), capturedLogger().log, '127.0.0.1', 0, {});
+    const { session } = await connect(server.port);
+    // The server's SETTINGS follow its preface; remoteSettings change when they arrive.
+    await expect.poll(() => session.remoteSettings.initialWindowSize).toBe(8 << 20);
+    expect(session.remoteSettings.maxFrameSize).toBe(1 << 20);
+    // The connection-level window: what the client may send on all its streams together.
+    await expect.poll(() => session.state.remoteWindowSize).toBe(16 << 20);
+    session.close();
+  });
+});

@@ -7,7 +7,14 @@ import { ServalError } from '../../kernel/errors.js';
 import type { Logger } from '../../kernel/log.js';
 import { forwardedMetadata, type HeaderPattern } from '../header_forward.js';
 import { grpcRefusal, type Restrictions, restrictedAddService } from '../restricted.js';
-import { type GrpcKeepalive, type GrpcTls, keepaliveOptions, policeServerPings, serverCredentials } from './connection.js';
+import {
+  type GrpcKeepalive,
+  type GrpcTls,
+  keepaliveOptions,
+  policeServerPings,
+  serverCredentials,
+  widenFlowControl,
+} from './connection.js';
 import type { HealthHandlers } from './generated/grpc/health/v1/Health.js';
 import type { HealthCheckRequest__Output } from './generated/grpc/health/v1/HealthCheckRequest.js';
 import type { ProtoGrpcType } from './generated/grpc_service.js';
@@ -198,6 +205,7 @@ export async function startGrpcServer(
     server.bindAsync(`${host}:${port}`, credentials, (err, p) => (err ? reject(err) : resolve(p))),
   );
   policeServerPings(server, opts.keepalive);
+  widenFlowControl(server);
   log.debug('grpc server bound', { port: bound });
   const shutdown = (): Promise<void> => {
     streams.drain();
