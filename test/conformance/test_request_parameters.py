@@ -154,3 +154,8 @@ def test_reserved_parameters_grpc(params_server):
     )
     # Accepted on a unary call and not passed on.
     assert _raw_grpc(params_server, {"triton_enable_empty_final_response": True, "k": "v"}) == ("OK", {"k": "v"})
+    # Over gRPC binary_data_output frames nothing and reaches the model as any parameter (as 2.51).
+    assert _raw_grpc(params_server, {"binary_data_output": True, "k": "v"}) == (
+        "OK",
+        {"binary_data_output": True, "k": "v"},
+    )

@@ -334,8 +334,9 @@ class InferenceResponse:
         return json.dumps(self._parameters if self._parameters is not None else {}, separators=(",", ":"))
 
 
-# Request parameters the server consumes before the model sees the request.
-_SERVER_PARAMETERS = ("priority", "binary_data_output")
+# Request parameters the server consumes before the model sees the request. binary_data_output is
+# not one: Triton's HTTP front-end takes it out, but over gRPC it reaches the model (as in 2.51).
+_SERVER_PARAMETERS = ("priority",)
 
 
 class InferenceRequest:
@@ -399,8 +400,8 @@ class InferenceRequest:
     @classmethod
     def _received(cls, model_name, model_version, request_id, inputs, requested_output_names, parameters):
         """A request the server hands to execute(): built without the argument checks. The
-        parameters the server itself consumes (sequence fields, priority, timeout, the HTTP
-        binary_data_output) are the request's fields, not its parameters(), as in Triton."""
+        parameters the server itself consumes (sequence fields, priority, timeout) are the
+        request's fields, not its parameters(), as in Triton."""
         req = cls.__new__(cls)
         params = dict(parameters)
         corr = params.pop("sequence_id", 0)
