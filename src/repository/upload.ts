@@ -55,7 +55,9 @@ export async function writeUploadedModel(model: string, files: UploadFiles): Pro
   const dir = await realpath(await mkdtemp(path.join(os.tmpdir(), 'serval-upload-')));
   const remove = (): Promise<void> => rm(dir, { recursive: true, force: true });
   try {
-    for (const [key, bytes] of files) {
+    // In path order, whatever order the request's map came in (a gRPC map has none): a file is
+    // written before anything that names it as a folder, so such a clash always reads the same.
+    for (const [key, bytes] of [...files].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
       // Joined, not resolved, as Triton's JoinPath: 'file:/etc/x' lands at <folder>/etc/x.
       const full = path.join(dir, key.slice(FILE_PREFIX.length));
       const rel = path.relative(dir, full);

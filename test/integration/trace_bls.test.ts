@@ -116,7 +116,10 @@ describe('traced BLS calls of a Python model', () => {
       // The called model's own request: no front-end timestamps.
       expect(c.names).toEqual(CORE_STAMPS);
       expect(c.at.get('REQUEST_START')!).toBeGreaterThanOrEqual(p.at.get('COMPUTE_START')!);
-      expect(c.at.get('REQUEST_END')!).toBeLessThanOrEqual(p.at.get('REQUEST_END')!);
+      // A decoupled child is released when its model's execute() has returned too, which may
+      // come after the parent took its last response and finished (tritonserver 2.51 releases
+      // it later still): only the one-response children must end inside their parent.
+      if (child !== 6) expect(c.at.get('REQUEST_END')!).toBeLessThanOrEqual(p.at.get('REQUEST_END')!);
     }
     expect(all.get(4)!.at.get('REQUEST_START')!).toBeGreaterThanOrEqual(all.get(3)!.at.get('REQUEST_END')!);
     // TENSORS: each child's inputs as queued and outputs as the model made them, a decoupled
