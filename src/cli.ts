@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // `serval`: parse flags, start the server, stop cleanly on SIGINT/SIGTERM.
+import { ServalError, statusText } from './kernel/errors.js';
 import { createLogger, LogControl, type LogFormat } from './kernel/log.js';
-import { parseArgs, USAGE, UsageError } from './options.js';
+import { BadOptionError, parseArgs, USAGE, UsageError } from './options.js';
 import { StartupError, startServer } from './server.js';
 
 async function main(): Promise<number> {
@@ -9,6 +10,11 @@ async function main(): Promise<number> {
   try {
     opts = parseArgs(process.argv.slice(2));
   } catch (e) {
+    if (e instanceof BadOptionError) {
+      // tritonserver's layout: the usage first, then which option and why.
+      process.stderr.write(`${USAGE}\nBad option: "--${e.flag}".\n${e.reason}\n\n`);
+      return 1;
+    }
     if (e instanceof UsageError) {
       process.stderr.write(`error: ${e.message}\n\n${USAGE}`);
       // tritonserver's status for a command line it cannot use.
@@ -42,8 +48,9 @@ async function main(): Promise<number> {
   try {
     server = await startServer(opts, log, print, logging);
   } catch (e) {
-    if (e instanceof StartupError || (e instanceof Error && e.name === 'ServalError')) {
-      process.stderr.write(`error: creating server: ${e.message}\n`);
+    if (e instanceof StartupError || e instanceof ServalError) {
+      // tritonserver's layout: `creating server: Invalid argument - <text>`.
+      process.stderr.write(`error: creating server: ${statusText(e.code)} - ${e.message}\n`);
       return 1;
     }
     throw e;

@@ -248,19 +248,32 @@ const FLAGS: Record<string, [keyof ServerOptions, Kind]> = {
 
 export class UsageError extends Error {}
 
+/** A value tritonserver's option parser refuses: it prints the usage, then `Bad option: "--x".` and the reason. */
+export class BadOptionError extends UsageError {
+  constructor(
+    readonly flag: string,
+    readonly reason: string,
+  ) {
+    super(`Bad option: "--${flag}". ${reason}`);
+  }
+}
+
 function convert(flag: string, kind: Kind, raw: unknown): unknown {
   const s = String(raw);
   switch (kind) {
     case 'int': {
       const n = /^\d+$/.test(s.trim()) ? Number(s) : NaN;
-      if (!Number.isSafeInteger(n)) throw new UsageError(`--${flag} expects a non-negative integer, got '${s}'`);
+      if (/^\d+$/.test(s.trim()) && !Number.isSafeInteger(n))
+        throw new BadOptionError(flag, `Provided option value is out of bound. Got ${s}`);
+      // Triton's texts; Serval also refuses what std::stoi would cut short or wrap (`8000x`, `1.5`, `-1`).
+      if (!Number.isSafeInteger(n)) throw new BadOptionError(flag, `Invalid option value. Got ${s}`);
       return n;
     }
     case 'bool': {
       const v = s.toLowerCase();
       if (['true', '1', 'yes', 'on'].includes(v)) return true;
       if (['false', '0', 'no', 'off'].includes(v)) return false;
-      throw new UsageError(`--${flag} expects true or false, got '${s}'`);
+      throw new BadOptionError(flag, `invalid value for bool option: ${s}`);
     }
     case 'mode':
       if (s === 'none' || s === 'poll' || s === 'explicit') return s;
@@ -471,7 +484,13 @@ export function parseMetricsConfig(entries: readonly string[]): MetricsConfig {
     const eq = entry.indexOf('=');
     const key = eq < 0 ? entry : entry.slice(0, eq);
     const value = eq < 0 ? '' : entry.slice(eq + 1);
-    const bool = (): boolean => convert(`metrics-config ${key}`, 'bool', value) as boolean;
+    // A setting's value, not an option's: Serval's own text rather than tritonserver's `Bad option`.
+    const bool = (): boolean => {
+      const v = value.toLowerCase();
+      if (['true', '1', 'yes', 'on'].includes(v)) return true;
+      if (['false', '0', 'no', 'off'].includes(v)) return false;
+      throw new UsageError(`--metrics-config ${key} expects true or false, got '${value}'`);
+    };
     switch (key) {
       case 'histogram_latencies':
         config.histogramLatencies = bool();

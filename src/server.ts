@@ -1,5 +1,6 @@
 // Assembles a server from options: repository, core, and the enabled front-ends; and stops it.
 import { readFileSync } from 'node:fs';
+import { stat } from 'node:fs/promises';
 import type http from 'node:http';
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
@@ -14,6 +15,7 @@ import { buildHttpServer } from './frontends/http/server.js';
 import { startMetricsServer } from './frontends/metrics/metrics.js';
 import { parseRestrictions } from './frontends/restricted.js';
 import { ByteBudget, defaultInflightBytes } from './kernel/byte_budget.js';
+import { type ErrorCode, ServalError } from './kernel/errors.js';
 import type { LogControl, Logger } from './kernel/log.js';
 import { projectRoot } from './kernel/paths.js';
 import type { IndexRow } from './kernel/types.js';
@@ -54,7 +56,15 @@ export interface RunningServer {
   stop(): Promise<void>;
 }
 
-export class StartupError extends Error {}
+export class StartupError extends Error {
+  constructor(
+    message: string,
+    /** Triton's status for it, which `creating server: ` prints before the text. */
+    readonly code: ErrorCode = 'INTERNAL',
+  ) {
+    super(message);
+  }
+}
 
 /** The model status table tritonserver prints at start-up. */
 export function statusTable(rows: IndexRow[]): string {
@@ -73,7 +83,7 @@ export async function startServer(
   print: (line: string) => void,
   logging?: LogControl,
 ): Promise<RunningServer> {
-  if (opts.modelRepositories.length === 0) throw new StartupError('--model-repository must be specified');
+  if (opts.modelRepositories.length === 0) throw new StartupError('--model-repository must be specified', 'INVALID_ARG');
   reportIgnoredOptions(opts.ignoredOptions ?? [], log);
   let backends: ReturnType<typeof builtinBackends>;
   try {
@@ -108,6 +118,12 @@ export async function startServer(
   // tritonserver, it keeps answering (not live, not ready) so the failure can be seen.
   let initFailure: string | undefined;
   try {
+    // tritonserver's first check of a repository, and its text.
+    for (const root of opts.modelRepositories) {
+      await stat(root).catch(() => {
+        throw ServalError.internal(`failed to stat file ${root}`);
+      });
+    }
     await repository.loadAll();
   } catch (e) {
     if (opts.exitOnError) throw e;

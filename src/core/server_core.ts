@@ -9,7 +9,7 @@ import type { RequestTrace } from '../kernel/trace.js';
 import type { IndexRow, InferRequest, InferResponse, ModelMetadata, ResponseSink, ServerMetadata } from '../kernel/types.js';
 import type { LoadedVersion } from '../model/loaded_version.js';
 import type { ModelRepository } from '../repository/repository.js';
-import { uploadFiles } from '../repository/upload.js';
+import { uploadError, uploadFiles } from '../repository/upload.js';
 import { type ModelStatisticsJson, statisticsOf } from '../stats/report.js';
 import { TRACE_DEFAULTS, type TraceSettingsJson, type TraceSettingsUpdate } from '../trace/settings.js';
 import { TraceManager } from '../trace/trace_manager.js';
@@ -57,6 +57,11 @@ export class InferenceCore implements CoreApi {
     return this.initFailure === undefined;
   }
 
+  /** tritonserver refuses the model and repository APIs of a server that failed to initialize so (503). */
+  private requireInitialized(): void {
+    if (this.initFailure !== undefined) throw ServalError.unavailable('Server not ready');
+  }
+
   isReady(): boolean {
     if (!this.accepting || this.initFailure !== undefined) return false;
     return this.options.strictReadiness ? this.repository.allReady() : true;
@@ -76,10 +81,12 @@ export class InferenceCore implements CoreApi {
   }
 
   isModelReady(name: string, version: string): boolean {
+    this.requireInitialized();
     return this.accepting && this.repository.isReady(name, version);
   }
 
   modelMetadata(name: string, version: string): ModelMetadata {
+    this.requireInitialized();
     const c = this.repository.get(name, version).config;
     const batch = c.maxBatchSize > 0 ? [-1] : [];
     const tensor = (t: { name: string; datatype: string; dims: readonly number[] }) => ({
@@ -98,10 +105,12 @@ export class InferenceCore implements CoreApi {
   }
 
   modelConfig(name: string, version: string): Readonly<Record<string, unknown>> {
+    this.requireInitialized();
     return this.repository.get(name, version).config.json;
   }
 
   statistics(name: string, version: string): ModelStatisticsJson[] {
+    this.requireInitialized();
     let versions: LoadedVersion[];
     if (!name) versions = this.repository.loadedVersions();
     else if (version === '' || version === '-1') {
@@ -116,6 +125,11 @@ export class InferenceCore implements CoreApi {
   }
 
   repositoryIndex(readyOnly: boolean): Promise<IndexRow[]> {
+    try {
+      this.requireInitialized();
+    } catch (e) {
+      return Promise.reject(e);
+    }
     return this.repository.repositoryIndex(readyOnly);
   }
 
@@ -124,6 +138,7 @@ export class InferenceCore implements CoreApi {
    * (what tritonclient's load_model(config=...) sends) that replaces config.pbtxt.
    */
   async loadModel(name: string, parameters: Record<string, unknown>): Promise<void> {
+    this.requireInitialized();
     let override: ModelConfig | undefined;
     // `file:<path>` parameters (bytes) upload the model's files (repository/upload.ts).
     const files = uploadFiles(name, parameters);
@@ -134,7 +149,9 @@ export class InferenceCore implements CoreApi {
       try {
         override = fromTritonConfigJson(config) as ModelConfig;
       } catch (e) {
-        throw ServalError.invalidArg(`failed to load '${name}': invalid 'config' parameter: ${(e as Error).message}`);
+        const why = `invalid 'config' parameter: ${(e as Error).message}`;
+        // With uploaded files 2.51 fails while localizing the model: its upload text (500).
+        throw files ? uploadError(name, why) : ServalError.invalidArg(`failed to load '${name}': ${why}`);
       }
     }
     await this.repository.load(name, override, files);
@@ -142,6 +159,7 @@ export class InferenceCore implements CoreApi {
 
   /** Repository extension unload; `parameters.unload_dependents` also unloads what only it used. */
   async unloadModel(name: string, parameters: Record<string, unknown> = {}): Promise<void> {
+    this.requireInitialized();
     const dependents = parameters.unload_dependents ?? false;
     if (typeof dependents !== 'boolean') {
       throw ServalError.invalidArg("invalid value type for 'unload_dependents' parameter, expected bool_param.");
@@ -152,6 +170,7 @@ export class InferenceCore implements CoreApi {
   infer(req: InferRequest): Promise<InferResponse> {
     const requestStartNs = process.hrtime.bigint();
     try {
+      this.requireInitialized();
       if (!this.accepting) throw ServalError.unavailable('Server is shutting down; no new inference requests are accepted');
       const version = this.repository.get(req.modelName, req.modelVersion);
       if (version.decoupled) throw decoupledRefusal(version.name);
@@ -175,6 +194,7 @@ export class InferenceCore implements CoreApi {
   inferStream(req: InferRequest, sink: ResponseSink): void {
     let version: LoadedVersion;
     try {
+      this.requireInitialized();
       version = this.repository.get(req.modelName, req.modelVersion);
       if (!this.accepting) throw ServalError.unavailable('Server is shutting down; no new inference requests are accepted');
     } catch (e) {
@@ -214,6 +234,7 @@ export class InferenceCore implements CoreApi {
   }
 
   isDecoupled(name: string, version: string): boolean {
+    this.requireInitialized();
     return this.repository.get(name, version).decoupled;
   }
 

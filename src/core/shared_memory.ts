@@ -220,7 +220,6 @@ export class SharedMemoryRegistry {
     if (this.regions.has(name)) throw new ServalError('ALREADY_EXISTS', `shared memory region '${name}' already in manager`);
     const file = shmKeyPath(key, this.dir);
     const args = (): ServalError => invalid(`failed to register shared memory region '${name}': invalid args`);
-    if (!Number.isSafeInteger(offset) || offset < 0 || !Number.isSafeInteger(byteSize) || byteSize < 0) throw args();
     let fd: number;
     try {
       // As glibc's shm_open: never through a symbolic link.
@@ -231,7 +230,9 @@ export class SharedMemoryRegistry {
     try {
       const st = fstatSync(fd);
       if (!st.isFile()) throw ServalError.internal(`Invalid shared memory region: '${key}'`);
-      if (offset + byteSize > st.size) throw args();
+      // After the open, as Triton's order: an unknown key is reported before a bad range.
+      const exact = Number.isSafeInteger(offset) && offset >= 0 && Number.isSafeInteger(byteSize) && byteSize >= 0;
+      if (!exact || offset + byteSize > st.size) throw args();
     } catch (e) {
       closeSync(fd);
       throw e;

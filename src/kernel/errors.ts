@@ -100,3 +100,18 @@ export function grpcStatus(code: ErrorCode): number {
       return 14;
   }
 }
+
+/** Triton's name for a code, as its status texts print it ("Internal: ...", TRITONSERVER_ErrorCodeString). */
+export function statusText(code: ErrorCode): string {
+  const names: Record<ErrorCode, string> = {
+    UNKNOWN: 'Unknown',
+    INTERNAL: 'Internal',
+    NOT_FOUND: 'Not found',
+    INVALID_ARG: 'Invalid argument',
+    UNAVAILABLE: 'Unavailable',
+    UNSUPPORTED: 'Unsupported',
+    ALREADY_EXISTS: 'Already exists',
+    CANCELLED: 'Cancelled',
+  };
+  return names[code];
+}

@@ -92,7 +92,9 @@ export class ModelVersion implements LoadedVersion {
     try {
       const instances = await startInstances(backend, config, files, opts.host).catch((e: unknown) => {
         const why = scrubPaths(e instanceof Error ? e.message : String(e), modelDir);
-        throw ServalError.invalidArg(`failed to load '${name}' version ${version}: ${why}`);
+        // The instance's own code stays: Triton's load failure text names it ("Internal: ...").
+        const code = e instanceof ServalError ? e.code : 'INVALID_ARG';
+        throw new ServalError(code, `failed to load '${name}' version ${version}: ${why}`);
       });
       try {
         await warmUp(config, version, samples, instances);

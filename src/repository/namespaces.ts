@@ -44,7 +44,8 @@ export class NamespacedRepository extends ModelRepository {
     const startupModels = (root: string, i: number): string[] =>
       wanted.includes('*') ? wanted : wanted.filter((n) => has(root, n) || (i === 0 && !roots.some((r) => has(r, n))));
     this.spaces = roots.map(
-      (root, i) => new ModelRepository([root], log, { ...options, startupModels: startupModels(root, i), loadSlots, outside }),
+      (root, i) =>
+        new ModelRepository([root], log, { ...options, startupModels: startupModels(root, i), loadSlots, outside, namespace: root }),
     );
   }
 

@@ -9,7 +9,7 @@ import { parseTextProto } from '../config/pbtxt.js';
 import { modelConfigType } from '../config/schema.js';
 import type { ModelConfig } from '../config/types.js';
 import { validateIo, validateModelConfig } from '../config/validate_config.js';
-import { asServalError, ServalError } from '../kernel/errors.js';
+import { asServalError, ServalError, statusText } from '../kernel/errors.js';
 import type { Logger } from '../kernel/log.js';
 import type { IndexRow, ModelState } from '../kernel/types.js';
 import { EnsembleVersion } from '../model/ensemble.js';
@@ -150,6 +150,8 @@ export interface RepositoryOptions {
    * repositories), for ensemble steps and BLS requests; absent: nowhere.
    */
   outside?: { version: VersionLookup; dependency: (name: string) => DependencyState };
+  /** --model-namespacing: this repository's folder as given, which 2.51's load/unload log lines put before a name. */
+  namespace?: string;
 }
 
 /** A model folder name that cannot leave the repository (no separators, no dot names, not blank). */
@@ -160,6 +162,16 @@ export function isPlainModelName(name: string): boolean {
 /** Triton's answer to a load of a name no model folder answers to (INTERNAL, as tritonserver's). */
 function notPolled(name: string): ServalError {
   return ServalError.internal(`failed to load '${name}', failed to poll from model repository`);
+}
+
+/**
+ * 2.51's text for versions that failed to load (ModelLifeCycle): each version's state and its
+ * error as Triton prints a status ("Internal: ..."), without the per-version prefix Serval logs.
+ */
+function loadFailed(name: string, failures: readonly (readonly [number, ServalError])[]): string {
+  const prefix = (v: number): string => `failed to load '${name}' version ${v}: `;
+  const why = (v: number, e: ServalError): string => (e.message.startsWith(prefix(v)) ? e.message.slice(prefix(v).length) : e.message);
+  return `load failed for model '${name}': ${failures.map(([v, e]) => `version ${v} is at UNAVAILABLE state: ${statusText(e.code)}: ${why(v, e)};\n`).join('')}`;
 }
 
 /** A cheap fingerprint of a model folder (names, sizes, mtimes) for poll-mode change detection. */
@@ -456,11 +468,12 @@ export class ModelRepository {
     for (const [v, reason] of failures) entry.versions.set(v, { version: v, state: 'UNAVAILABLE', reason });
     this.models.set(name, entry); // the switch: new requests go to the new versions from here on
     // tritonserver's texts, so greps written for its logs find these lines.
-    for (const _ of loaded) this.log.info(`successfully loaded '${name}'`); // 2.51 names no version here
+    for (const _ of loaded) this.log.info(`successfully loaded '${this.logName(name)}'`); // 2.51 names no version here
     if (old) await this.drainEntry(old);
     if (failures.length) {
       for (const [v, reason] of failures) this.log.error(`failed to load '${name}' version ${v}: ${reason}`);
-      throw ServalError.invalidArg(`failed to load '${name}': ${failures.map(([v, r]) => `version ${v}: ${r}`).join('; ')}`);
+      const errors = results.flatMap((r, i) => (r.status === 'rejected' ? [[wanted[i]!, asServalError(r.reason)] as const] : []));
+      throw ServalError.invalidArg(loadFailed(name, errors));
     }
   }
 
@@ -562,6 +575,11 @@ export class ModelRepository {
     this.models.set(name, entry);
   }
 
+  /** A model's name in log lines: `<repository>::<name>` under --model-namespacing, as 2.51's. */
+  private logName(name: string): string {
+    return this.options.namespace === undefined ? name : `${this.options.namespace}::${name}`;
+  }
+
   /** Waits for an entry's in-flight requests, then stops its instances. */
   private async drainEntry(entry: ModelEntry): Promise<void> {
     await Promise.allSettled(
@@ -572,7 +590,7 @@ export class ModelRepository {
         v.state = 'UNAVAILABLE';
         v.reason = 'unloaded';
         v.loaded = undefined;
-        this.log.info(`successfully unloaded '${entry.name}' version ${v.version}`); // tritonserver's line
+        this.log.info(`successfully unloaded '${this.logName(entry.name)}' version ${v.version}`); // tritonserver's line
       }),
     );
   }

@@ -83,7 +83,20 @@ describe('--exit-on-error=false with a repository folder that does not exist', (
       const url = `http://127.0.0.1:${port}`;
       expect((await fetch(`${url}/v2/health/live`)).status).toBe(400);
       expect((await fetch(`${url}/v2/health/ready`)).status).toBe(400);
-      expect(err).toContain(`failed to open model repository '${missing}'`);
+      // The model and repository APIs refuse, as tritonserver's; server metadata still answers.
+      for (const [method, route] of [
+        ['POST', '/v2/repository/index'],
+        ['GET', '/v2/models/m'],
+        ['GET', '/v2/models/m/ready'],
+        ['POST', '/v2/models/m/infer'],
+        ['GET', '/v2/models/stats'],
+        ['POST', '/v2/repository/models/m/load'],
+      ] as const) {
+        const r = await fetch(`${url}${route}`, { method, body: method === 'POST' ? '{}' : undefined });
+        expect([route, r.status, await r.json()]).toEqual([route, 503, { error: 'Server not ready' }]);
+      }
+      expect((await fetch(`${url}/v2`)).status).toBe(200);
+      expect(err).toContain(`failed to stat file ${missing}`);
       expect(exited).toBeUndefined();
     } finally {
       child.kill('SIGKILL');
@@ -100,6 +113,27 @@ describe('--exit-on-error=false with a repository folder that does not exist', (
       '--allow-metrics=false',
     ]);
     expect(r.code).toBe(1);
-    expect(r.stderr).toContain('failed to open model repository');
+    expect(r.stderr).toContain(`error: creating server: Internal - failed to stat file ${path.join(empty, 'nope')}\n`);
+  });
+});
+
+describe("tritonserver's start-up texts", () => {
+  it('a bad int or bool value: the usage, then the option and why, exit code 1', async () => {
+    for (const [arg, why] of [
+      ['--http-port=abc', 'Bad option: "--http-port".\nInvalid option value. Got abc\n'],
+      ['--strict-readiness=maybe', 'Bad option: "--strict-readiness".\ninvalid value for bool option: maybe\n'],
+    ]) {
+      const r = await runCli([arg!, '--model-repository', empty]);
+      expect(r.code).toBe(1);
+      expect(r.stderr.startsWith('Usage: serval'), r.stderr).toBe(true);
+      expect(r.stderr).toContain(`\n\n${why}`);
+      expect(r.stderr).not.toContain('error:');
+    }
+  });
+
+  it('no repository: creating server with the status name', async () => {
+    const r = await runCli(['--log-warn=false']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('error: creating server: Invalid argument - --model-repository must be specified\n');
   });
 });

@@ -356,7 +356,7 @@ describe('command line', () => {
   it('a repository folder that does not exist is an error', async () => {
     const r = await runServerToExit('/nonexistent/serval/repo');
     expect(r.code).toBe(1);
-    expect(r.stderr).toContain("failed to open model repository '/nonexistent/serval/repo'");
+    expect(r.stderr).toContain('creating server: Internal - failed to stat file /nonexistent/serval/repo');
   });
 
   it('SIGTERM stops a running server with exit code 0', async () => {

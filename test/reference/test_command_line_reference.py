@@ -77,13 +77,6 @@ TEXT_XFAIL = {
     "repository); 2.51's getopt requires the argument: option '--log-warning' requires an argument",
     "allow_client_shm": "2.73 wins: 2.51 predates --allow-client-shm (unrecognized option); Serval takes it and "
     "then fails on the repository",
-    "abbreviation_without_repository": "not yet matched: 2.51 says 'creating server: Invalid argument - "
-    "--model-repository must be specified' (status name before the text)",
-    "bad_int": "not yet matched: 2.51 prints the usage, then 'Bad option: \"--http-port\".' and 'Invalid option "
-    "value. Got abc'",
-    "bad_bool": "not yet matched: 2.51 prints the usage, then 'Bad option: \"--strict-readiness\".' and 'invalid "
-    "value for bool option: maybe'",
-    "missing_repository": "not yet matched: 2.51 says 'creating server: Internal - failed to stat file <path>'",
 }
 
 
@@ -217,8 +210,6 @@ def test_missing_repository_with_exit_on_error_false_stays_up():
 MISSING_INDEX: list = []  # [triton's, serval's] repository index on the missing repository
 
 
-@pytest.mark.xfail(strict=True, reason="not yet matched: on a missing repository 2.51 answers the repository index "
-                   "503 'Server not ready'; Serval 400 with the repository's error")
 def test_missing_repository_index():
     assert len(MISSING_INDEX) == 2, "test_missing_repository_with_exit_on_error_false_stays_up did not run"
     assert MISSING_INDEX[1] == MISSING_INDEX[0]
@@ -340,8 +331,6 @@ def test_model_load_log_line_layout(pair):
         _load_line(server)
 
 
-@pytest.mark.xfail(strict=True, reason="not yet matched: with --model-namespacing 2.51's load lines name the model "
-                   "'<repository>::cfgm'; Serval's 'cfgm'")
 def test_namespaced_load_line_names_the_repository(pair):
     t, s = (_load_line(x) for x in pair)
     assert s == t
@@ -395,9 +384,7 @@ def shm_key():
     {"key": "/serval_ref_no_such_key", "offset": 0, "byte_size": 64},
     {"key": "SHM", "offset": 32, "byte_size": 64},
     {"key": "SHM", "offset": 2**40, "byte_size": 64},
-    pytest.param({"key": "SHM", "offset": 2**63 - 8, "byte_size": 64}, marks=pytest.mark.xfail(
-        strict=True, reason="not yet matched: an offset past 2^53 is refused by Serval's JSON reading ('Unable to "
-        "parse 'offset': it must be a non-negative integer'); 2.51 says 'invalid args' as for any bad range")),
+    {"key": "SHM", "offset": 2**63 - 8, "byte_size": 64},
 ], ids=["unknown_key", "past_the_end", "offset_past_region", "offset_past_2_53"])
 def test_system_shared_memory_texts(pair, shm_key, body):
     body = {**body, "key": shm_key if body["key"] == "SHM" else body["key"]}
@@ -446,7 +433,8 @@ B64 = base64.b64encode(MODEL_PY).decode()
 @pytest.mark.parametrize("body", [
     {"parameters": {"file:1/model.py": B64}},
     {"parameters": {"config": json.dumps({"backend": "python"}), "file:../1/model.py": B64}},
-], ids=["files_without_config", "path_leaving_the_folder"])
+    {"parameters": {"config": "{not json", "file:1/model.py": B64}},
+], ids=["files_without_config", "path_leaving_the_folder", "config_not_json"])
 def test_model_upload_refusals(pair, body):
     t, s = both(_upload, *pair, body)
     assert s[0] == t[0]
@@ -456,14 +444,9 @@ def test_model_upload_refusals(pair, body):
 
 
 @pytest.mark.parametrize("body", [
-    pytest.param({"parameters": {"config": json.dumps({"backend": "python"}), "file:1/model.py": "%%not base64%%"}},
-                 marks=pytest.mark.xfail(strict=True, reason="not yet matched: a Python model failing to load in "
-                 "explicit mode: 2.51 says \"load failed for model 'up': version 1 is at UNAVAILABLE state: Internal: "
-                 "<error>;\\n\"")),
-    pytest.param({"parameters": {"config": "{not json", "file:1/model.py": B64}}, marks=pytest.mark.xfail(
-        strict=True, reason="not yet matched: an upload whose config is not JSON is 500 \"failed to load 'up', failed "
-        "to poll from model repository\" in 2.51; Serval answers 400 with the JSON parser's text")),
-], ids=["bad_base64", "bad_config"])
+    # model.py is not Python: the model fails to load (2.51: "version 1 is at UNAVAILABLE state: Internal: ...").
+    {"parameters": {"config": json.dumps({"backend": "python"}), "file:1/model.py": "%%not base64%%"}},
+], ids=["bad_base64"])
 def test_model_upload_errors(pair, body):
     t, s = both(_upload, *pair, body)
     assert s == t

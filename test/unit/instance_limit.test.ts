@@ -78,6 +78,6 @@ describe('the flags', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
-    expect(() => parseArgs(['--model-instance-limit', '-1'])).toThrow('--model-instance-limit expects a non-negative integer');
+    expect(() => parseArgs(['--model-instance-limit', '-1'])).toThrow('Bad option: "--model-instance-limit". Invalid option value. Got -1');
   });
 });

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { DEFAULT_SUMMARY_QUANTILES, DEFAULTS, parseArgs, parseMetricsConfig, UsageError } from '../../src/options.js';
+import { BadOptionError, DEFAULT_SUMMARY_QUANTILES, DEFAULTS, parseArgs, parseMetricsConfig, UsageError } from '../../src/options.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'serval-options-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -97,17 +97,29 @@ describe('flags', () => {
 
   it('rejects integers that are not non-negative integers', () => {
     for (const v of ['abc', '-1', '1.5', '8000x']) {
-      expect(usageError(['--http-port', v])).toBe(`--http-port expects a non-negative integer, got '${v}'`);
+      expect(usageError(['--http-port', v])).toBe(`Bad option: "--http-port". Invalid option value. Got ${v}`);
     }
   });
 
   it('rejects an empty integer value instead of reading it as 0', () => {
-    expect(usageError(['--http-port='])).toBe("--http-port expects a non-negative integer, got ''");
-    expect(usageError(['--grpc-port', ' '])).toBe("--grpc-port expects a non-negative integer, got ' '");
+    expect(usageError(['--http-port='])).toBe('Bad option: "--http-port". Invalid option value. Got ');
+    expect(usageError(['--grpc-port', ' '])).toBe('Bad option: "--grpc-port". Invalid option value. Got  ');
+  });
+
+  it("refuses an integer past 2^53 with tritonserver's out-of-bound text, naming the option", () => {
+    const e = (() => {
+      try {
+        parseArgs(['--http-port', '99999999999999999999']);
+      } catch (err) {
+        return err;
+      }
+    })();
+    expect(e).toBeInstanceOf(BadOptionError);
+    expect(e).toMatchObject({ flag: 'http-port', reason: 'Provided option value is out of bound. Got 99999999999999999999' });
   });
 
   it('rejects booleans it cannot read', () => {
-    expect(usageError(['--strict-readiness=maybe'])).toBe("--strict-readiness expects true or false, got 'maybe'");
+    expect(usageError(['--strict-readiness=maybe'])).toBe('Bad option: "--strict-readiness". invalid value for bool option: maybe');
   });
 
   it('HTTP body timeouts: defaults that carry 64 MiB over about 1 Mbit/s, flags and the settings file, 0 = none', () => {
@@ -121,9 +133,9 @@ describe('flags', () => {
       httpBodyTimeoutSecs: 0,
     });
     expect(usageError(['--http-body-idle-timeout-secs', '-1'])).toBe(
-      "--http-body-idle-timeout-secs expects a non-negative integer, got '-1'",
+      'Bad option: "--http-body-idle-timeout-secs". Invalid option value. Got -1',
     );
-    expect(usageError(['--http-body-timeout-secs', '1.5'])).toBe("--http-body-timeout-secs expects a non-negative integer, got '1.5'");
+    expect(usageError(['--http-body-timeout-secs', '1.5'])).toBe('Bad option: "--http-body-timeout-secs". Invalid option value. Got 1.5');
   });
 
   it("--metrics-config: Triton 2.73's latency settings, Triton's defaults, unknown settings and bad values refused by name", () => {
@@ -216,9 +228,9 @@ http-max-input-size: 1048576
 
   it('rejects unknown keys, bad values, non-mappings, unreadable files and bad YAML', () => {
     expect(usageError(['--config-file', settings('no-such-option: 1\n')])).toBe("unrecognized option '--no-such-option'");
-    expect(usageError(['--config-file', settings('http-port: -5\n')])).toBe("--http-port expects a non-negative integer, got '-5'");
+    expect(usageError(['--config-file', settings('http-port: -5\n')])).toBe('Bad option: "--http-port". Invalid option value. Got -5');
     expect(usageError(['--config-file', settings('strict-readiness: sometimes\n')])).toBe(
-      "--strict-readiness expects true or false, got 'sometimes'",
+      'Bad option: "--strict-readiness". invalid value for bool option: sometimes',
     );
     const list = settings('- http-port\n- 5\n');
     expect(usageError(['--config-file', list])).toBe(`settings file '${list}' must be a mapping of option names to values`);

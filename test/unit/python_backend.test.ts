@@ -177,7 +177,7 @@ describe('the interpreter of a model', () => {
     expect(none).toContain('install Python 3');
     expect(none).toContain('--backend-config=python,interpreter=');
     const pil = interpreterProblem('/v/bin/python3', {
-      message: "failed to initialize Python stub: ModuleNotFoundError: No module named 'PIL'",
+      message: "ModuleNotFoundError: No module named 'PIL'",
       missing: 'Pillow',
     });
     expect(pil).toContain("No module named 'PIL'");
@@ -190,6 +190,8 @@ describe('the interpreter of a model', () => {
     const text = 'ValueError: bad\n\nAt:\n  /m/model.py(3): helper\n  /m/model.py(9): initialize\n';
     expect(oneLine(text)).toBe('ValueError: bad (at /m/model.py(3): helper < /m/model.py(9): initialize)');
     expect(oneLine('just a message\n')).toBe('just a message');
+    // No frames of the model's (a SyntaxError on import): no dangling "At:", as Triton's text.
+    expect(oneLine('SyntaxError: bad (model.py, line 1)\n\nAt:\n')).toBe('SyntaxError: bad (model.py, line 1)');
   });
 });
 

@@ -8,6 +8,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { Backend } from '../../src/backends/backend.js';
 import { BackendRegistry } from '../../src/backends/registry.js';
 import { ServalError } from '../../src/kernel/errors.js';
+import { createLogger, LogControl, type Logger } from '../../src/kernel/log.js';
 import type { InferRequest } from '../../src/kernel/types.js';
 import { NamespacedRepository } from '../../src/repository/namespaces.js';
 import { type ControlMode, ModelRepository } from '../../src/repository/repository.js';
@@ -47,10 +48,12 @@ interface Opts {
   loadRetries?: number;
   backend?: Backend<unknown>;
   namespacing?: boolean;
+  /** Capture info lines too (tritonserver's load/unload lines are info). */
+  info?: boolean;
 }
 
 async function open(roots: string[], o: Opts = {}): Promise<{ repo: ModelRepository; lines: string[] }> {
-  const { log, lines } = capturedLogger();
+  const { log, lines } = o.info ? infoLogger() : capturedLogger();
   const Repository = o.namespacing ? NamespacedRepository : ModelRepository;
   const repo = new Repository(roots, log, {
     mode: o.mode ?? 'none',
@@ -64,6 +67,11 @@ async function open(roots: string[], o: Opts = {}): Promise<{ repo: ModelReposit
   repos.push(repo);
   await repo.loadAll();
   return { repo, lines };
+}
+
+function infoLogger(): { log: Logger; lines: string[] } {
+  const lines: string[] = [];
+  return { log: createLogger(new LogControl({ info: true, format: 'logfmt' }, (l) => lines.push(l))), lines };
 }
 
 const maxBatch = (repo: ModelRepository, name: string): number => repo.get(name, '').config.maxBatchSize;
@@ -214,6 +222,15 @@ describe('--model-load-retry-count', () => {
     expect(repo.index().find((r) => r.name === 'flaky')!.reason).toContain('instance failed to start');
   });
 
+  it("a version failing to load: 2.51's text, with the instance's status name", async () => {
+    const { repo } = await open([folder(models)], { mode: 'explicit', backend: flakyBackend(5) });
+    const e = await rejected(repo.load('flaky'));
+    expect([e.code, e.message]).toEqual([
+      'INVALID_ARG',
+      "load failed for model 'flaky': version 1 is at UNAVAILABLE state: Internal: instance failed to start;\n",
+    ]);
+  });
+
   it('more failures than retries: the last failure is the reason', async () => {
     const { repo } = await open([folder(models)], { loadRetries: 1, backend: flakyBackend(5) });
     expect(repo.isReady('flaky', '')).toBe(false);
@@ -298,6 +315,16 @@ describe('--model-namespacing', () => {
     const b = folder([{ ...ens, config: ensembleConfig(doubleSimple('double_a', 'simple')), name: 'double_a' }]);
     const { repo } = await open([a, b], { namespacing: true });
     expect(repo.isReady('double_a', '')).toBe(true);
+  });
+
+  it("load and unload log lines name the model '<repository>::<name>', as 2.51's", async () => {
+    const { repo, lines, a, b } = await two({ mode: 'explicit', info: true });
+    await repo.load('simple');
+    await repo.unload('simple');
+    for (const root of [a, b]) {
+      expect(lines.some((l) => l.includes(`successfully loaded '${root}::simple'`))).toBe(true);
+      expect(lines.some((l) => l.includes(`successfully unloaded '${root}::simple' version 1`))).toBe(true);
+    }
   });
 
   it('explicit load and unload by name act on every repository holding it', async () => {

@@ -118,6 +118,7 @@ const ERROR_CODES: readonly ErrorCode[] = [
 export function oneLine(text: string): string {
   return text
     .trim()
+    .replace(/\n\nAt:$/, '') // no frames of the model's (a SyntaxError on import): Triton prints none either
     .replace(/\n\nAt:\n\s*/, ' (at ')
     .replace(/\n\s*/g, ' < ')
     .replace(/ \(at (.*)$/s, ' (at $1)');
@@ -212,11 +213,11 @@ export class PythonInstance implements ModelInstance {
     const stub = StubProcess.spawn(interpreter, 'instance', [this.toStub.fd, this.fromStub.fd]);
     return new Promise((resolve, reject) => {
       let settled = false;
-      const fail = (reason: string): void => {
+      const fail = (reason: string, code: ErrorCode = 'UNAVAILABLE'): void => {
         if (settled) return;
         settled = true;
         stub.kill();
-        reject(ServalError.unavailable(reason));
+        reject(new ServalError(code, reason));
       };
       stub.onMessage = (m) => {
         if (m.t === 'ready') {
@@ -224,8 +225,9 @@ export class PythonInstance implements ModelInstance {
           stub.onMessage = (x) => this.onMessage(stub, x);
           resolve(stub);
         } else if (m.t === 'init_error' || m.t === 'fatal') {
-          const prefix = m.t === 'init_error' ? 'failed to initialize Python stub: ' : '';
-          fail(interpreterProblem(interpreter, { message: prefix + oneLine(String(m.msg)), missing: m.missing as string | null }));
+          // The model's own error, as Triton's Python backend reports it (an INTERNAL status, no prefix).
+          const code = m.t === 'init_error' ? 'INTERNAL' : 'UNAVAILABLE';
+          fail(interpreterProblem(interpreter, { message: oneLine(String(m.msg)), missing: m.missing as string | null }), code);
         } else if (m.t === 'log') this.logLine(m);
         else if (m.t === 'metric') this.metric(stub, m);
       };

@@ -23,8 +23,10 @@ function registerRequest(body: Buffer | undefined): { key: string; offset: numbe
   if (typeof d.key !== 'string') throw bad("Unable to parse 'key': it must be a string");
   if (d.byte_size === undefined) throw bad("Shared memory register request has no 'byte_size' field");
   const uint = (v: unknown, field: string): number => {
-    // Past 2^53 no region exists; such a number is refused like any other bad value.
-    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0)
+    // Any uint64 parses, as in Triton; one past 2^53 (inexact here) fits no region, and the
+    // registration refuses it with Triton's "invalid args".
+    if (typeof v === 'bigint' && v >= 0n && v < 2n ** 64n) return Number(v);
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v >= 2 ** 64)
       throw bad(`Unable to parse '${field}': it must be a non-negative integer`);
     return v;
   };
