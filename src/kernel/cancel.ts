@@ -21,4 +21,9 @@ export class Cancellation {
   onCancel(fn: (() => void) | undefined): void {
     this.listener = fn;
   }
+
+  /** Clears the listener only if it is still `fn`: a later owner's (the instance's) stays. */
+  offCancel(fn: () => void): void {
+    if (this.listener === fn) this.listener = undefined;
+  }
 }

@@ -353,9 +353,10 @@ export class Scheduler {
     // its requests withdraws it and fails it at once, as if it had still been queued. Its slot
     // stays taken until the instance skips it, so `busy` is released only when execute settles.
     let withdrawn = false;
-    // Only the withdraw listeners set here are cleared after: a running decoupled request's
-    // cancellation belongs to the instance from then on (BatchRequest.cancellation).
-    let listening = false;
+    // Only the withdraw listener set here is cleared after, and only while it is still the
+    // request's: once a held execution starts, a decoupled (or any cancellable) request's
+    // cancellation belongs to the instance (BatchRequest.cancellation), which has set its own.
+    let withdraw: (() => void) | undefined;
     const failAll = (err: ServalError, reason: FailureReason): void => {
       for (const q of batch) this.fail(q, err, reason);
     };
@@ -368,18 +369,16 @@ export class Scheduler {
           this.policy.ragged,
         );
         if (execution.held) {
-          listening = true;
-          for (const q of batch) {
-            q.req.cancellation?.onCancel(() => {
-              if (withdrawn || !execution.withdraw()) return;
-              withdrawn = true;
-              failAll(cancelledWhileQueued(), 'CANCELED');
-            });
-          }
+          withdraw = () => {
+            if (withdrawn || !execution.withdraw()) return;
+            withdrawn = true;
+            failAll(cancelledWhileQueued(), 'CANCELED');
+          };
+          for (const q of batch) q.req.cancellation?.onCancel(withdraw);
         }
         result = await execution.result;
       } finally {
-        if (listening) for (const q of batch) q.req.cancellation?.onCancel(undefined);
+        if (withdraw) for (const q of batch) q.req.cancellation?.offCancel(withdraw);
       }
       this.stats.recordExecution(
         Math.max(1, total),
