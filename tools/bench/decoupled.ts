@@ -31,8 +31,9 @@ import { writeSection } from './doc_section.js';
 import { alive, type PaResult, parsePerfAnalyzer, runMeasured, type Server, sleep, startServer, stopServer } from './harness.js';
 import { PERF_ANALYZER, ROOT, rel, SERVAL_CLI } from './paths.js';
 import { treeCpu, treeMemory } from './peers/proctree.js';
-import { machineCpu, taskCpu, ticksPerSecond } from './procstat.js';
+import { taskCpu, ticksPerSecond, waitForQuiet } from './procstat.js';
 import { paVersion, pkgVersion, runSection, type SectionArgs, sectionArgs } from './section.js';
+import { median } from './seeds/logic.js';
 import { killEverything, SETUP_TRITON, startTriton, TRITON_SH, TRITON_VENV } from './tritonserver.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -135,25 +136,6 @@ function sh(cmd: string, args: string[]): string {
   } catch {
     return 'unavailable';
   }
-}
-
-const median = (xs: number[]): number => {
-  const s = xs.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
-  if (s.length === 0) return NaN;
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
-
-/** Waits until the machine's busy time over one second is below NOISY_CORES (nothing of ours runs meanwhile); false after `maxS`. */
-async function waitForQuiet(maxS: number): Promise<boolean> {
-  const deadline = Date.now() + maxS * 1000;
-  while (Date.now() < deadline) {
-    const a = machineCpu();
-    await sleep(1000);
-    const b = machineCpu();
-    if ((b.busy - a.busy) / ticksPerSecond() < NOISY_CORES) return true;
-  }
-  return false;
 }
 
 // ---------------------------------------------------------------------------------- records
@@ -315,7 +297,7 @@ class DecoupledRun {
     const first = await run();
     if (!first.some((q) => q.cores.other > NOISY_CORES) || this.rerunLeftS[part] <= 0) return first;
     const t0 = Date.now();
-    const quiet = await waitForQuiet(this.plan.quietWaitS);
+    const quiet = await waitForQuiet(this.plan.quietWaitS, NOISY_CORES);
     log(`    other load during the pair; ${quiet ? 'quiet again' : `still busy after ${this.plan.quietWaitS} s`}, measuring it again`);
     const second = await run();
     this.rerunLeftS[part] -= (Date.now() - t0) / 1000;

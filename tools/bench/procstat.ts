@@ -92,3 +92,18 @@ export function cpuUse(a: CpuSnapshot, b: CpuSnapshot, loadGenCpuS: number): Cpu
     machineBusyCores,
   };
 }
+
+/**
+ * Waits until the machine's busy time over one second is below `noisyCores` (a bench runs nothing
+ * of its own meanwhile); false after `maxS`.
+ */
+export async function waitForQuiet(maxS: number, noisyCores: number): Promise<boolean> {
+  const deadline = Date.now() + maxS * 1000;
+  while (Date.now() < deadline) {
+    const a = machineCpu();
+    await new Promise((r) => setTimeout(r, 1000));
+    const b = machineCpu();
+    if ((b.busy - a.busy) / ticksPerSecond() < noisyCores) return true;
+  }
+  return false;
+}

@@ -21,8 +21,9 @@ import { writeSection } from './doc_section.js';
 import { type PaResult, parsePerfAnalyzer, runMeasured, type Server, sleep, startServer, stopServer } from './harness.js';
 import { PERF_ANALYZER, ROOT, rel, SERVAL_CLI } from './paths.js';
 import { kbField, processTree, treeCpu, treeMemory } from './peers/proctree.js';
-import { machineCpu, ticksPerSecond } from './procstat.js';
+import { machineCpu, ticksPerSecond, waitForQuiet } from './procstat.js';
 import { paVersion, runSection, type SectionArgs, sectionArgs } from './section.js';
+import { median } from './seeds/logic.js';
 import { killEverything, SETUP_TRITON, startTriton, TRITON_VENV } from './tritonserver.js';
 
 const MODELS = path.join(ROOT, 'tools', 'bench', 'triton', 'models');
@@ -91,25 +92,6 @@ interface Point {
 }
 
 const log = (s: string) => console.log(`[triton ${new Date().toISOString().slice(11, 19)}] ${s}`);
-
-const median = (xs: number[]): number => {
-  const s = xs.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
-  if (s.length === 0) return NaN;
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
-
-/** Waits until the machine's busy time over one second is below NOISY_CORES; false after `maxS`. */
-async function waitForQuiet(maxS: number): Promise<boolean> {
-  const deadline = Date.now() + maxS * 1000;
-  while (Date.now() < deadline) {
-    const a = machineCpu();
-    await sleep(1000);
-    const b = machineCpu();
-    if ((b.busy - a.busy) / ticksPerSecond() < NOISY_CORES) return true;
-  }
-  return false;
-}
 
 /** Sum over the tree of each process's own peak RSS (VmHWM), bytes: the most it can have held at once. */
 function treeHwm(pid: number): number {
@@ -322,7 +304,7 @@ class TritonRun {
         // one of them, wait for a quieter machine and measure the set again (within a budget).
         if (set.some((q) => q.cores.other > NOISY_CORES) && this.rerunLeftS > 0) {
           const t0 = Date.now();
-          const quiet = await waitForQuiet(this.plan.quietWaitS);
+          const quiet = await waitForQuiet(this.plan.quietWaitS, NOISY_CORES);
           log(`    other load during the set; ${quiet ? 'quieter now' : 'still busy'}, measuring it again`);
           const again: Point[] = [];
           for (const peer of order) again.push(await this.point(servers[peer], peer, w, round));
