@@ -27,6 +27,7 @@ import type { ModelConfig } from '../config/types.js';
 import { Cancellation } from '../kernel/cancel.js';
 import type { DataType } from '../kernel/datatypes.js';
 import { asServalError, ServalError } from '../kernel/errors.js';
+import { keepMemory } from '../kernel/memory.js';
 import { answerOnce } from '../kernel/sink.js';
 import type { InferInputTensor, InferOutputTensor, InferRequest, InferResponse, Params, ResponseSink } from '../kernel/types.js';
 import type { SequenceFlags } from '../scheduler/sequence_batcher.js';
@@ -231,6 +232,8 @@ export function runEnsembleGraph(g: GraphRun): Promise<Map<string, EnsembleTenso
             const seq = overriddenSequence(res, sequence ?? g.sequence) ?? sequence;
             for (const [output, tensor] of g.steps[i]!.outputMap) {
               const out = res.outputs.find((o) => o.name === output);
+              // Later steps and the ensemble's response share it: no sender may free it.
+              if (out) keepMemory(out.data.buffer);
               tensors.set(
                 tensor,
                 out ? { datatype: out.datatype, shape: out.shape, data: out.data, batchSize, ...(seq && { sequence: seq }) } : null,
@@ -436,6 +439,8 @@ export function streamEnsembleGraph(g: StreamGraphRun): void {
       const seq = overriddenSequence(res, s.sequence ?? g.sequence) ?? s.sequence;
       for (const [output, tensor] of g.steps[s.index]!.outputMap) {
         const out = res.outputs.find((o) => o.name === output);
+        // Later steps and the ensemble's response share it: no sender may free it.
+        if (out) keepMemory(out.data.buffer);
         updated.push(
           add(tensor, out ? { datatype: out.datatype, shape: out.shape, data: out.data, batchSize, ...(seq && { sequence: seq }) } : null),
         );

@@ -20,6 +20,7 @@ import type { ExecResult, ModelInstance } from '../backends/backend.js';
 import type { SequenceControl, SequencePolicy, SequenceStateConfig } from '../config/resolved.js';
 import { type DataType, elementCount, elementSize, joinBytes } from '../kernel/datatypes.js';
 import { asServalError, ServalError } from '../kernel/errors.js';
+import { keepMemory } from '../kernel/memory.js';
 import type { FailureReason, ModelStats, RequestTiming } from '../stats/model_stats.js';
 import type { LimitedInstance } from './rate_limiter.js';
 import {
@@ -680,6 +681,8 @@ export class SequenceBatcher {
     for (const s of this.policy.states) {
       const out = produced.find((o) => o.name === s.outputName);
       if (!out) continue;
+      // The state outlives the response: its sender may not free it.
+      keepMemory(out.data.buffer);
       next.set(s.inputName, { shape: this.batching ? out.shape.slice(1) : out.shape, data: out.data });
     }
     seq.state = next;

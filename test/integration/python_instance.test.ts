@@ -15,6 +15,7 @@ import type { ModelConfig } from '../../src/config/types.js';
 import { joinBytes } from '../../src/kernel/datatypes.js';
 import { ServalError } from '../../src/kernel/errors.js';
 import type { Logger } from '../../src/kernel/log.js';
+import { freeSent } from '../../src/kernel/memory.js';
 import type { InferRequest, InferResponse } from '../../src/kernel/types.js';
 import { submit } from '../../src/scheduler/scheduler.js';
 import { expectServalErrorAsync } from '../helpers/errors.js';
@@ -131,6 +132,34 @@ describe('a Python instance', () => {
       expect(out.dims).toEqual([1, n]);
       expect(Buffer.from(out.data).equals(Buffer.from(data))).toBe(true);
     }
+  });
+
+  it('runs a large request from its own memory, which it frees once written; marks outputs read for one request as its response’s', async () => {
+    const inst = await start('py_identity_fp32', {
+      max_batch_size: 8,
+      input: [{ name: 'INPUT0', data_type: 'TYPE_FP32', dims: [-1] }],
+      output: [{ name: 'OUTPUT0', data_type: 'TYPE_FP32', dims: [-1] }],
+    });
+    const n = 64 * 1024;
+    const x = Float32Array.from({ length: n }, (_, i) => i * 0.25);
+    // The tensor 40 bytes into memory of its own, as in a received message.
+    const memory = new ArrayBuffer(40 + x.byteLength + 12);
+    const data = new Uint8Array(memory, 40, x.byteLength);
+    data.set(new Uint8Array(x.buffer));
+    const input = { name: 'INPUT0', datatype: 'FP32' as const, shape: [1, n], data };
+    const r = await submit(inst, [{ inputs: [input], outputs: ['OUTPUT0'], ownMemory: memory }], 1).result;
+    expect(memory.byteLength).toBe(0); // taken over and freed, not copied
+    const out = (r.responses![0] as { data: Uint8Array }[])[0]!.data;
+    expect(Buffer.from(out).equals(Buffer.from(x.buffer))).toBe(true);
+    freeSent([out]);
+    expect(out.buffer.byteLength).toBe(0); // one request's outputs: its sender may free them
+
+    // Two requests share the outputs' memory: nobody may free it on its own.
+    const copy = () => ({ inputs: [{ ...input, data: new Uint8Array(x.buffer.slice(0)) }], outputs: ['OUTPUT0'] });
+    const two = await submit(inst, [copy(), copy()], 2).result;
+    const first = (two.responses![0] as { data: Uint8Array }[])[0]!.data;
+    freeSent([first]);
+    expect(Buffer.from(first).equals(Buffer.from(x.buffer))).toBe(true);
   });
 
   it('small batches travel with the messages, larger ones through the shared memory, in any order', async () => {

@@ -10,6 +10,7 @@ import { type GrpcServer, startGrpcServer } from '../../src/frontends/grpc/serve
 import { MODEL_INFER_PATH, modelInfer, serveUnaryInfer } from '../../src/frontends/grpc/unary_infer.js';
 import { parseRestrictions } from '../../src/frontends/restricted.js';
 import { ByteBudget } from '../../src/kernel/byte_budget.js';
+import { soleResponseMemory } from '../../src/kernel/memory.js';
 import type { InferRequest, InferResponse } from '../../src/kernel/types.js';
 import { capturedLogger, fakeCore } from '../helpers/frontends.js';
 import { type GrpcClient, grpcClient, packageDefinition, status } from '../helpers/grpc.js';
@@ -39,8 +40,9 @@ function testCore() {
     id: req.id,
     outputs: req.inputs.map((inp, i) => ({ name: `OUTPUT${i}`, datatype: 'UINT8', shape: inp.shape, data: Buffer.from(inp.data) })),
   });
+  const answered: InferResponse[] = [];
   core.infer = (req: InferRequest): Promise<InferResponse> => {
-    if (!['echo', 'hang', 'gate'].includes(req.modelName)) return base(req);
+    if (!['echo', 'hang', 'gate', 'sole'].includes(req.modelName)) return base(req);
     core.requests.push(req);
     seen.push({
       req,
@@ -50,12 +52,16 @@ function testCore() {
     });
     if (req.modelName === 'hang') return new Promise(() => {});
     if (req.modelName === 'gate') return new Promise((resolve) => gates.push(() => resolve(answer(req))));
-    return Promise.resolve(answer(req));
+    const res = answer(req);
+    // `sole`: each output's memory is the response's alone, as a Python model's outputs are.
+    if (req.modelName === 'sole') for (const o of res.outputs) soleResponseMemory(o.data.buffer);
+    answered.push(res);
+    return Promise.resolve(res);
   };
   const open = (): void => {
     for (const g of gates.splice(0)) g();
   };
-  return Object.assign(core, { seen, open });
+  return Object.assign(core, { seen, open, answered });
 }
 
 function payload(n: number, seed: number): Buffer {
@@ -167,6 +173,21 @@ describe('unary ModelInfer on its own path', () => {
     expect(s.ownMemory!.byteLength).toBe(encoded(request('echo', [big, small], 'round-trip')).length);
     // Once answered, the front-end has let the request's tensors go.
     expect(s.req.inputs.every((i) => i.data.byteLength === 0)).toBe(true);
+  });
+
+  it('frees output memory that was the response’s alone once it is written, and no other', async () => {
+    const big = payload(2 * 1024 * 1024, 3);
+    const other = payload(64 * 1024, 4);
+    type Reply = { raw_output_contents: Buffer[] };
+    const sole = await client.call<Reply>('ModelInfer', request('sole', [big, other], 'sole'));
+    const kept = await client.call<Reply>('ModelInfer', request('echo', [big], 'kept'));
+    expect(sole.raw_output_contents[0]!.equals(big)).toBe(true);
+    expect(sole.raw_output_contents[1]!.equals(other)).toBe(true);
+    expect(kept.raw_output_contents[0]!.equals(big)).toBe(true);
+    const [soleRes, keptRes] = core.answered.slice(-2);
+    // Detached (freed) after the write completed; an output nobody marked is left to the collector.
+    await until(() => soleRes!.outputs.every((o) => o.data.buffer.byteLength === 0), 'the sole outputs to be freed');
+    expect(keptRes!.outputs[0]!.data.byteLength).toBe(big.length);
   });
 
   it('answers with grpc-js’ headers and trailers: the same as a call grpc-js serves', async () => {

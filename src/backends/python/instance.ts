@@ -27,6 +27,7 @@ import { type MetricKind, pythonCustomMetrics } from '../../kernel/custom_metric
 import { isDataType } from '../../kernel/datatypes.js';
 import { asServalError, type ErrorCode, ServalError } from '../../kernel/errors.js';
 import type { Logger } from '../../kernel/log.js';
+import { freeNow, freeSent, soleResponseMemory } from '../../kernel/memory.js';
 import type { RequestTrace } from '../../kernel/trace.js';
 import type { InferRequest, InferResponse, Params } from '../../kernel/types.js';
 import type {
@@ -71,6 +72,8 @@ interface Running {
   rows: Map<number, number>;
   /** Sends its `exec` (again, to a restarted stub, when it was sent behind one that died). */
   send?: (stub: StubProcess) => void;
+  /** One untraced request: outputs read for it are its response's alone (memory.ts soleResponseMemory). */
+  sole: boolean;
 }
 
 /** A decoupled model's request that the stub may still answer. */
@@ -351,11 +354,26 @@ export class PythonInstance implements ModelInstance {
   }
 
   reserve(byteLength: number): Reservation {
+    return this.reservation(byteLength);
+  }
+
+  /**
+   * A large request's own memory (the received body or message) is written to the stub from where
+   * it lies and freed at once: no copy into the staging buffer, and no 1 MiB-sized garbage per
+   * request, which would have V8 run a full collection every few dozen requests.
+   */
+  adopt(memory: ArrayBuffer): Reservation | undefined {
+    if (memory.byteLength <= INLINE_BYTES) return undefined;
+    return this.reservation(memory.byteLength, memory);
+  }
+
+  /** Room for one execution: a staging buffer, or the adopted memory the inputs already lie in. */
+  private reservation(byteLength: number, adopted?: ArrayBuffer): Reservation {
     if (this.closed) throw ServalError.internal(`instance ${this.name} is closed`);
     const slot = this.stagingUsed.indexOf(false);
     if (slot < 0) throw ServalError.internal(`instance ${this.name} already has an execution`);
-    if (this.staging[slot]!.byteLength < byteLength) this.staging[slot] = Buffer.allocUnsafe(align(byteLength));
-    const buffer = this.staging[slot]!;
+    if (!adopted && this.staging[slot]!.byteLength < byteLength) this.staging[slot] = Buffer.allocUnsafe(align(byteLength));
+    const buffer = adopted ? Buffer.from(adopted) : this.staging[slot]!;
     this.stagingUsed[slot] = true;
     let open = true;
     const close = (): void => {
@@ -364,6 +382,7 @@ export class PythonInstance implements ModelInstance {
     };
     const free = (): void => {
       this.stagingUsed[slot] = false;
+      if (adopted) freeNow(adopted);
     };
     return {
       buffer: buffer.subarray(0, byteLength),
@@ -371,7 +390,7 @@ export class PythonInstance implements ModelInstance {
         close();
         const go = (behind: boolean): Promise<ExecResult> => {
           this.atStub++;
-          return this.run(layout, byteLength, buffer, behind).finally(() => {
+          return this.run(layout, byteLength, buffer, behind, adopted !== undefined).finally(() => {
             free();
             if (--this.atStub > 0) return;
             const next = this.held;
@@ -413,14 +432,18 @@ export class PythonInstance implements ModelInstance {
   }
 
   /** `behind`: sent while another execution runs (small inputs, outputs and BLS attached: the shared memory stays the running one's). */
-  private async run(layout: ExecLayout, inputBytes: number, staging: Buffer, sentBehind: boolean): Promise<ExecResult> {
+  private async run(layout: ExecLayout, inputBytes: number, staging: Buffer, sentBehind: boolean, adopted: boolean): Promise<ExecResult> {
     const stub = await this.liveStub();
     // Behind one still running: a stub restart in between may have ended that one.
     const behind = sentBehind && this.running !== undefined;
     // Small inputs go attached to the message; their staging buffer is not reused before the stub
     // has read it (it is free again at this execution's `done`).
     const inline = inputBytes <= INLINE_BYTES;
-    if (!inline) this.toStub.write(staging.subarray(0, inputBytes), 0);
+    if (!inline) {
+      this.toStub.write(staging.subarray(0, inputBytes), 0);
+      // Adopted memory is nobody's once the stub has it.
+      if (adopted) freeNow(staging.buffer);
+    }
     if (!behind) this.blsTop = align(inputBytes);
     const seq = ++this.seq;
     const reqs = this.describe(layout);
@@ -461,7 +484,8 @@ export class PythonInstance implements ModelInstance {
           { t: 'exec', seq, size: this.toStub.size, reqs, ...(q && { q: true }) },
           inline && inputBytes > 0 ? [staging.subarray(0, inputBytes)] : undefined,
         );
-      const r: Running = { seq, resolve, reject, keys, rows, send: (to) => send(to, false) };
+      const sole = layout.requests?.length === 1 && !layout.requests[0]!.trace;
+      const r: Running = { seq, resolve, reject, keys, rows, send: (to) => send(to, false), sole };
       if (behind) this.behind = r;
       else this.running = r;
       send(stub, behind);
@@ -580,6 +604,9 @@ export class PythonInstance implements ModelInstance {
       const hi = m.hi as number;
       // Small outputs come attached to the message, larger ones through the "from stub" file.
       const bytes = m.bin ?? (hi > lo ? this.fromStub.read(lo, hi - lo) : Buffer.alloc(0));
+      // Read for one response alone: its sender may free it once sent.
+      if (!m.bin && running.sole && bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength)
+        soleResponseMemory(bytes.buffer);
       const rescheduled: number[] = [];
       type Resp = { err?: { msg: string; code: string }; outs?: TensorSpec[]; resched?: boolean };
       const responses = (m.resps as Resp[]).map((r, i): ExecOutput[] | Error => {
@@ -648,7 +675,11 @@ export class PythonInstance implements ModelInstance {
       if (inline) {
         const [outs, attached] = attach(resp.outputs);
         reply({ outs }, attached);
-      } else reply({ outs: this.writeBlsOutputs(resp), size: this.toStub.size });
+      } else {
+        reply({ outs: this.writeBlsOutputs(resp), size: this.toStub.size });
+        // Copied into the "to stub" file: a response's own memory goes at once.
+        freeSent(resp.outputs.map((o) => o.data));
+      }
     } catch (e) {
       failed(e);
     }
@@ -665,7 +696,10 @@ export class PythonInstance implements ModelInstance {
       bytes = specs.length && hi > lo ? this.fromStub.read(lo, hi - lo) : Buffer.alloc(0);
     }
     const outs = m.outs as string[];
+    // Read from the file for this request alone: the target's instance may take it over (adopt).
+    const own = !attached && bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength && bytes.buffer instanceof ArrayBuffer;
     return {
+      ...(own && { ownMemory: bytes.buffer as ArrayBuffer }),
       modelName: String(m.model),
       modelVersion: String(m.version ?? ''),
       id: String(m.rid ?? ''),

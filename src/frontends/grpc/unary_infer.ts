@@ -15,7 +15,7 @@ import type { BudgetTicket, ByteBudget } from '../../kernel/byte_budget.js';
 import { Cancellation } from '../../kernel/cancel.js';
 import { asServalError, grpcStatus, isServerFault, ServalError } from '../../kernel/errors.js';
 import type { Logger } from '../../kernel/log.js';
-import { freeNow } from '../../kernel/memory.js';
+import { freeNow, freeSent } from '../../kernel/memory.js';
 import { addForwarded } from '../header_forward.js';
 import type { ModelInferResponse } from './generated/inference/ModelInferResponse.js';
 import { decodeGrpcInfer, EMPTY_FINAL_PARAM, encodeGrpcInfer } from './infer_codec.js';
@@ -387,7 +387,11 @@ class UnaryInferCall {
       });
       // One write of all the parts: the large ones are written from the outputs' own memory.
       stream.cork();
-      for (const p of parts) stream.write(p);
+      // Written (or dropped with the stream) once the last part's callback runs: memory that was
+      // the response's alone goes then, not at some later full collection.
+      const last = parts.length - 1;
+      for (let i = 0; i < last; i++) stream.write(parts[i]);
+      stream.write(parts[last], () => freeSent(parts));
       stream.uncork();
       stream.end();
     } catch {

@@ -9,6 +9,7 @@ import { Cancellation } from '../../kernel/cancel.js';
 import { httpStatus, isServerFault, ServalError } from '../../kernel/errors.js';
 import { encodeJson } from '../../kernel/json.js';
 import type { Logger } from '../../kernel/log.js';
+import { freeSent } from '../../kernel/memory.js';
 import { addForwarded, forwardedHttpHeaders, type HeaderPattern } from '../header_forward.js';
 import { type Restrictions, restrictHttp } from '../restricted.js';
 import { BodyTimeoutError, type BodyTimeouts, decompress, jsonObjectBody, readBody } from './body.js';
@@ -274,7 +275,13 @@ export function buildHttpServer(core: CoreApi, log: Logger, opts: HttpOptions): 
       : encoded.chunks.length === 1
         ? Buffer.from(first.buffer, first.byteOffset, first.byteLength)
         : Buffer.concat(encoded.chunks, total);
-    if (streamed) reply.header('content-length', total);
+    // Memory that was the response's alone goes once its bytes are out: at once when they were
+    // copied into the body, else when the last chunk has been written.
+    const sent = result.outputs.map((o) => o.data);
+    if (streamed) {
+      reply.raw.once('finish', () => freeSent(sent));
+      reply.header('content-length', total);
+    } else freeSent(sent);
     if (encoded.headerLength !== undefined) {
       reply.header('inference-header-content-length', encoded.headerLength).header('content-type', 'application/octet-stream');
     } else {
