@@ -57,6 +57,13 @@ export interface ExecLayout {
   outputs: string[];
   /** The batch's requests in order (the scheduler always gives them; absent: one request). */
   requests?: BatchRequest[];
+  /**
+   * The model has no other request in the server: its client most likely sends the next one as
+   * soon as this one is answered (concurrency 1). A Python instance then lets its stub poll for
+   * the next message for a moment instead of sleeping, which spares it a wake-up (tens of µs on
+   * a virtual machine); under load the stub sleeps, so polling never takes a core others need.
+   */
+  lone?: boolean;
 }
 
 /** One output of an execution; its bytes belong to the caller from then on. */

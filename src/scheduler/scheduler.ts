@@ -367,6 +367,7 @@ export class Scheduler {
           batch.map((q) => q.req),
           total,
           this.policy.ragged,
+          this.stats.pending === 1,
         );
         if (execution.held) {
           withdraw = () => {
@@ -572,6 +573,7 @@ function adopt(
   reqs: readonly BatchInputs[],
   totalBatch: number,
   ragged: RaggedBatching | undefined,
+  lone: boolean,
 ): Execution | undefined {
   const req = reqs[0]!;
   const memory = req.ownMemory;
@@ -600,7 +602,7 @@ function adopt(
         byteLength: inp.data.byteLength,
       };
     });
-    return reservation.execute({ inputs, outputs: req.outputs, requests: batchRequests(reqs, totalBatch) });
+    return reservation.execute({ inputs, outputs: req.outputs, requests: batchRequests(reqs, totalBatch), ...(lone && { lone }) });
   } catch (e) {
     reservation.release();
     throw e;
@@ -608,8 +610,15 @@ function adopt(
 }
 
 /** Assembles a batch straight into a reservation of `instance` and starts it. */
-export function submit(instance: ModelInstance, reqs: readonly BatchInputs[], totalBatch: number, ragged?: RaggedBatching): Execution {
-  const adopted = adopt(instance, reqs, totalBatch, ragged);
+/** `lone`: the batch is the model's only request in the server (ExecLayout.lone). */
+export function submit(
+  instance: ModelInstance,
+  reqs: readonly BatchInputs[],
+  totalBatch: number,
+  ragged?: RaggedBatching,
+  lone = false,
+): Execution {
+  const adopted = adopt(instance, reqs, totalBatch, ragged, lone);
   if (adopted) return adopted;
   let reservation: Reservation | undefined;
   const alloc = (n: number): Uint8Array => {
@@ -618,7 +627,7 @@ export function submit(instance: ModelInstance, reqs: readonly BatchInputs[], to
   };
   try {
     const { inputs, outputs, requests } = assemble(reqs, totalBatch, alloc, ragged);
-    return reservation!.execute({ inputs, outputs, requests });
+    return reservation!.execute({ inputs, outputs, requests, ...(lone && { lone }) });
   } catch (e) {
     reservation?.release();
     throw e;

@@ -2,7 +2,7 @@
 // by default: the project's .venv, which `npm test` sets up): tensors through the shared-memory
 // files (growing past their first size), BYTES byte for byte, BLS into a host, errors, a stub
 // that dies and is replaced, and what a missing interpreter or package is reported as.
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -160,6 +160,34 @@ describe('a Python instance', () => {
     const first = (two.responses![0] as { data: Uint8Array }[])[0]!.data;
     freeSent([first]);
     expect(Buffer.from(first).equals(Buffer.from(x.buffer))).toBe(true);
+  });
+
+  it('an execution marked lone (its model’s only request) is answered as any other; the stub then polls only a moment before it sleeps', async () => {
+    const inst = await start('py_identity_fp32', {
+      max_batch_size: 8,
+      input: [{ name: 'INPUT0', data_type: 'TYPE_FP32', dims: [-1] }],
+      output: [{ name: 'OUTPUT0', data_type: 'TYPE_FP32', dims: [-1] }],
+    });
+    const cpuTicks = (): number => {
+      const fields = readFileSync(`/proc/${inst.stubPid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+      return Number(fields[11]) + Number(fields[12]); // utime + stime
+    };
+    for (let i = 0; i < 20; i++) {
+      const data = new Uint8Array(Float32Array.of(i, -i).buffer);
+      const r = await submit(
+        inst,
+        [{ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 2], data }], outputs: ['OUTPUT0'] }],
+        1,
+        undefined,
+        true,
+      ).result;
+      expect(Buffer.from((r.responses![0] as { data: Uint8Array }[])[0]!.data).equals(Buffer.from(data))).toBe(true);
+    }
+    // Idle after its last lone execution: asleep, not polling (a clock tick is 10 ms of CPU).
+    await new Promise((r) => setTimeout(r, 50));
+    const before = cpuTicks();
+    await new Promise((r) => setTimeout(r, 500));
+    expect(cpuTicks() - before).toBeLessThanOrEqual(2);
   });
 
   it('small batches travel with the messages, larger ones through the shared memory, in any order', async () => {

@@ -481,7 +481,7 @@ export class PythonInstance implements ModelInstance {
     const result = new Promise<ExecResult>((resolve, reject) => {
       const send = (to: StubProcess, q: boolean): void =>
         to.send(
-          { t: 'exec', seq, size: this.toStub.size, reqs, ...(q && { q: true }) },
+          { t: 'exec', seq, size: this.toStub.size, reqs, ...(q && { q: true }), ...(layout.lone && { sp: true }) },
           inline && inputBytes > 0 ? [staging.subarray(0, inputBytes)] : undefined,
         );
       const sole = layout.requests?.length === 1 && !layout.requests[0]!.trace;

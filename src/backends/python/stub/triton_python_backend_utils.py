@@ -79,8 +79,15 @@ def _as_str(value):
     return None
 
 
+# The datatype of each exact numpy dtype, looked up first: every output tensor asks.
+_NAME_OF_DTYPE = {d: name for name, d in _DATATYPE_TO_NUMPY.items()}
+
+
 def _datatype_of(dtype):
     """The wire datatype name of a numpy dtype, or None."""
+    name = _NAME_OF_DTYPE.get(dtype)
+    if name is not None:
+        return name
     dtype = np.dtype(dtype)
     if dtype == np.object_ or dtype.type == np.bytes_:
         return "BYTES"
@@ -234,9 +241,10 @@ class Tensor:
     """A named tensor over a numpy array (inputs, outputs, BLS tensors)."""
 
     def __init__(self, name, numpy_array, triton_dtype=None):
-        if _as_str(name) is None or not isinstance(numpy_array, np.ndarray):
-            raise _signature_error("Tensor()", "(name: str, numpy_array: numpy.ndarray)", (name, numpy_array))
+        given = name
         name = _as_str(name)
+        if name is None or not isinstance(numpy_array, np.ndarray):
+            raise _signature_error("Tensor()", "(name: str, numpy_array: numpy.ndarray)", (given, numpy_array))
         if numpy_array.dtype.type == np.str_ or numpy_array.dtype == np.void:
             raise TritonModelException("Tensor dtype used for numpy_array is not support by Python backend. Please use np.object_ instead.")
         if triton_dtype is not None:
