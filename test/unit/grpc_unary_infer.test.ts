@@ -6,6 +6,7 @@ import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ModelInferResponse } from '../../src/frontends/grpc/generated/inference/ModelInferResponse.js';
 import { writeInferResponse, writeInferResponseParts } from '../../src/frontends/grpc/infer_wire.js';
+import { nativeHeaderList, respondInOneWrite } from '../../src/frontends/grpc/one_write.js';
 import { type GrpcServer, startGrpcServer } from '../../src/frontends/grpc/server.js';
 import { MODEL_INFER_PATH, modelInfer, serveUnaryInfer } from '../../src/frontends/grpc/unary_infer.js';
 import { parseRestrictions } from '../../src/frontends/restricted.js';
@@ -470,5 +471,50 @@ describe('writeInferResponseParts', () => {
         expect(parts.length).toBeLessThanOrEqual(2 * large.length + 1);
       }
     }
+  });
+});
+
+describe('respondInOneWrite', () => {
+  it('on Node 20 answers headers, every part and the trailers on the stream itself, and says when the parts are written', async () => {
+    const server = http2.createServer();
+    const taken: boolean[] = [];
+    let written = 0;
+    server.on('stream', (stream) => {
+      stream.resume();
+      stream.on('end', () => {
+        const parts = [Buffer.from('ab'), Buffer.alloc(70_000, 7), Buffer.from('z')];
+        taken.push(
+          respondInOneWrite(
+            stream,
+            { ':status': 200, 'content-type': 'application/grpc' },
+            parts,
+            nativeHeaderList({ 'grpc-status': 0, 'grpc-message': 'OK' }),
+            () => written++,
+          ),
+        );
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const port = (server.address() as { port: number }).port;
+    try {
+      const replies = await Promise.all([1, 2].map(() => rawCall(port, [Buffer.from('x')])));
+      expect(taken).toEqual([process.versions.node.startsWith('20.'), process.versions.node.startsWith('20.')]);
+      if (!taken[0]) return; // another Node: the caller takes Node's public path
+      for (const r of replies) {
+        expect(r.headers['content-type']).toBe('application/grpc');
+        expect(r.data.equals(Buffer.concat([Buffer.from('ab'), Buffer.alloc(70_000, 7), Buffer.from('z')]))).toBe(true);
+        expect(r.trailers).toMatchObject({ 'grpc-status': '0', 'grpc-message': 'OK' });
+      }
+      await until(() => written === 2, 'the write callbacks');
+    } finally {
+      server.close();
+    }
+  });
+
+  it('does nothing, and says so, on a stream without the internals it knows', () => {
+    const calls: string[] = [];
+    const fake = { respond: () => calls.push('respond'), write: () => calls.push('write') } as unknown as http2.ServerHttp2Stream;
+    expect(respondInOneWrite(fake, { ':status': 200 }, [Buffer.from('a')], nativeHeaderList({ 'grpc-status': 0 }), () => {})).toBe(false);
+    expect(calls).toEqual([]);
   });
 });

@@ -20,6 +20,7 @@ import { addForwarded } from '../header_forward.js';
 import type { ModelInferResponse } from './generated/inference/ModelInferResponse.js';
 import { decodeGrpcInfer, EMPTY_FINAL_PARAM, encodeGrpcInfer } from './infer_codec.js';
 import { readInferRequest, type WireInferRequest, writeInferResponseParts } from './infer_wire.js';
+import { nativeHeaderList, respondInOneWrite } from './one_write.js';
 import { endTimedOut, gatherMessages, MessageClock, type ReceiveLimits } from './receive_timeout.js';
 import { grpcInferTrace, grpcTraceSending } from './trace_logging.js';
 
@@ -121,6 +122,7 @@ const RESPONSE_HEADERS = {
   'grpc-encoding': 'identity',
 };
 const OK_TRAILERS = { 'grpc-status': grpc.status.OK, 'grpc-message': 'OK' };
+const OK_TRAILER_LIST = nativeHeaderList(OK_TRAILERS);
 
 type StreamHandler = (
   this: GrpcServerInternals,
@@ -377,6 +379,10 @@ class UnaryInferCall {
     if (this.gone()) return;
     const stream = this.stream;
     try {
+      // Memory that was the response's alone goes once the last part is written (or dropped
+      // with the stream), not at some later full collection.
+      const written = (): void => freeSent(parts);
+      if (respondInOneWrite(stream, RESPONSE_HEADERS, parts, OK_TRAILER_LIST, written)) return;
       stream.respond(RESPONSE_HEADERS, { waitForTrailers: true });
       stream.once('wantTrailers', () => {
         try {
@@ -387,11 +393,9 @@ class UnaryInferCall {
       });
       // One write of all the parts: the large ones are written from the outputs' own memory.
       stream.cork();
-      // Written (or dropped with the stream) once the last part's callback runs: memory that was
-      // the response's alone goes then, not at some later full collection.
       const last = parts.length - 1;
       for (let i = 0; i < last; i++) stream.write(parts[i]);
-      stream.write(parts[last], () => freeSent(parts));
+      stream.write(parts[last], written);
       stream.uncork();
       stream.end();
     } catch {
