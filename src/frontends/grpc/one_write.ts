@@ -46,6 +46,15 @@ function probe(stream: ServerHttp2Stream): Internals | undefined {
   }
 }
 
+/** Writes `parts` as one corked batch (large ones from their own memory); `written` runs after the last. */
+export function writeParts(stream: ServerHttp2Stream, parts: readonly Uint8Array[], written: () => void): void {
+  stream.cork();
+  const last = parts.length - 1;
+  for (let i = 0; i < last; i++) stream.write(parts[i]);
+  stream.write(parts[last], written);
+  stream.uncork();
+}
+
 /** Trailers as Node's native stream takes them (mapToHeaders' output): name, value, index flags. */
 export function nativeHeaderList(headers: Record<string, string | number>): [string, number] {
   const entries = Object.entries(headers);
@@ -81,11 +90,7 @@ export function respondInOneWrite(
       // Reset by the client after the last byte: nothing left to tell it.
     }
   });
-  stream.cork();
-  const last = parts.length - 1;
-  for (let i = 0; i < last; i++) stream.write(parts[i]);
-  stream.write(parts[last], written);
-  stream.uncork();
+  writeParts(stream, parts, written);
   // Shut the writable side now, as Node does for a stream without trailers; Node's own shutdown
   // at end() then sees it done.
   state.shutdownWritableCalled = true;

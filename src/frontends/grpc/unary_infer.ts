@@ -20,7 +20,7 @@ import { addForwarded } from '../header_forward.js';
 import type { ModelInferResponse } from './generated/inference/ModelInferResponse.js';
 import { decodeGrpcInfer, EMPTY_FINAL_PARAM, encodeGrpcInfer } from './infer_codec.js';
 import { readInferRequest, type WireInferRequest, writeInferResponseParts } from './infer_wire.js';
-import { nativeHeaderList, respondInOneWrite } from './one_write.js';
+import { nativeHeaderList, respondInOneWrite, writeParts } from './one_write.js';
 import { endTimedOut, gatherMessages, MessageClock, type ReceiveLimits } from './receive_timeout.js';
 import { grpcInferTrace, grpcTraceSending } from './trace_logging.js';
 
@@ -391,12 +391,7 @@ class UnaryInferCall {
           // Reset by the client after the last byte: nothing left to tell it.
         }
       });
-      // One write of all the parts: the large ones are written from the outputs' own memory.
-      stream.cork();
-      const last = parts.length - 1;
-      for (let i = 0; i < last; i++) stream.write(parts[i]);
-      stream.write(parts[last], written);
-      stream.uncork();
+      writeParts(stream, parts, written);
       stream.end();
     } catch {
       // The stream ended meanwhile.
