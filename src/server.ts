@@ -25,6 +25,7 @@ import { defaultInstanceLimits } from './repository/instance_limit.js';
 import { NamespacedRepository } from './repository/namespaces.js';
 import { ModelRepository } from './repository/repository.js';
 import { rateLimiterFromOptions } from './scheduler/rate_limiter.js';
+import { ServerLoad } from './scheduler/server_load.js';
 import { parseTraceConfig } from './trace/config.js';
 import { TraceManager } from './trace/trace_manager.js';
 
@@ -106,6 +107,7 @@ export async function startServer(
     backends,
     ...(cache && { responseCache: new ResponseCache(cache.size) }),
     rateLimiter: rateLimiterFromOptions(opts.rateLimit ?? 'off', opts.rateLimitResource ?? []),
+    load: new ServerLoad(),
     instanceLimits: {
       model: opts.modelInstanceLimit ?? defaultInstanceLimits().model,
       server: opts.serverInstanceLimit ?? defaultInstanceLimits().server,

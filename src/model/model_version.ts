@@ -15,6 +15,7 @@ import type { InferOutputTensor, InferRequest, InferResponse, ResponseSink } fro
 import { instanceRateLimits, type LimitedInstance, type RateLimiter } from '../scheduler/rate_limiter.js';
 import { type ScheduledOutput, Scheduler, type SchedulerRequest, submit } from '../scheduler/scheduler.js';
 import { SequenceBatcher, type StateTensor } from '../scheduler/sequence_batcher.js';
+import type { ServerLoad } from '../scheduler/server_load.js';
 import { ModelStats } from '../stats/model_stats.js';
 import { throughCache } from './cache_path.js';
 import type { LoadedVersion } from './loaded_version.js';
@@ -32,6 +33,8 @@ export interface LoadOptions {
   responseCache?: ResponseCache;
   /** The server's rate limiter (--rate-limit); its instances execute only when it grants them. */
   rateLimiter?: RateLimiter;
+  /** The requests in all the server's schedulers (ExecLayout.lone). */
+  load?: ServerLoad;
 }
 
 export class ModelVersion implements LoadedVersion {
@@ -47,6 +50,7 @@ export class ModelVersion implements LoadedVersion {
     initialStates?: ReadonlyMap<string, StateTensor>,
     responseCache?: ResponseCache,
     private readonly limited?: { limiter: RateLimiter; instances: readonly LimitedInstance[] },
+    load?: ServerLoad,
   ) {
     const { name, maxBatchSize, sequence } = config;
     for (const inst of instances) inst.onRestart = () => this.stats.instanceRestarts++;
@@ -63,7 +67,7 @@ export class ModelVersion implements LoadedVersion {
           { name, maxBatchSize, policy: sequence, ...(initialStates && { initialStates }), ...(limited && { limited: limited.instances }) },
           this.stats,
         )
-      : new Scheduler(instances, config.batching, this.stats, limited?.instances);
+      : new Scheduler(instances, config.batching, this.stats, limited?.instances, load);
   }
 
   get name(): string {
@@ -102,7 +106,7 @@ export class ModelVersion implements LoadedVersion {
         await Promise.allSettled(instances.map((i) => i.close()));
         throw e;
       }
-      return new ModelVersion(version, config, instances, initialStates, opts.responseCache, limited);
+      return new ModelVersion(version, config, instances, initialStates, opts.responseCache, limited, opts.load);
     } catch (e) {
       if (limited) limiter.unregister(limited.instances);
       throw e;

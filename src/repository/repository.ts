@@ -135,6 +135,8 @@ export interface RepositoryOptions {
   responseCache?: LoadOptions['responseCache'];
   /** The server's rate limiter (--rate-limit), handed to every model version it loads. */
   rateLimiter?: LoadOptions['rateLimiter'];
+  /** The requests in all the server's schedulers, shared by every model version it loads. */
+  load?: LoadOptions['load'];
   /** Bounds on the instances a load starts (instance_limit.ts); absent: none. */
   instanceLimits?: InstanceLimits;
   /** --model-config-name: configs/NAME.pbtxt instead of config.pbtxt where a model has it. */
@@ -443,6 +445,7 @@ export class ModelRepository {
                     host: this.host,
                     ...(this.options.responseCache && { responseCache: this.options.responseCache }),
                     ...(this.options.rateLimiter && { rateLimiter: this.options.rateLimiter }),
+                    ...(this.options.load && { load: this.options.load }),
                   }),
             (e, attempt) =>
               this.log.warn(`failed to load '${name}' version ${v}, retrying (retry ${attempt} of ${this.options.loadRetries})`, {

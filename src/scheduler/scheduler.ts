@@ -23,6 +23,7 @@ import { LatencyBudget } from './latency_budget.js';
 import { type Entry, PriorityQueue } from './queue.js';
 import { batchInputTensor, raggedLength, scatterBatchOutput } from './ragged.js';
 import type { LimitedInstance } from './rate_limiter.js';
+import type { ServerLoad } from './server_load.js';
 
 /** A validated request as the scheduler sees it: tensors already in the model's shapes. */
 export interface ScheduledInput {
@@ -117,6 +118,7 @@ export class Scheduler {
     private readonly policy: BatchingPolicy,
     private readonly stats: ModelStats,
     limited?: readonly LimitedInstance[],
+    private readonly load?: ServerLoad,
   ) {
     this.busy = new Map(instances.map((i) => [i, 0]));
     if (limited) this.limits = new Map(instances.map((inst, k) => [inst, limited[k]!]));
@@ -128,6 +130,19 @@ export class Scheduler {
       this.budget = budget;
       stats.adaptiveQueueDelayNs = () => budget.delayNs();
     }
+  }
+
+  private pend(n: 1 | -1): void {
+    this.stats.pending += n;
+    if (this.load) this.load.pending += n;
+  }
+
+  /**
+   * The next execution is its model's only request, and the server has at most one other (the
+   * request of a model calling this one by BLS): ExecLayout.lone.
+   */
+  private lone(): boolean {
+    return this.stats.pending === 1 && (this.load?.pending ?? 1) <= 2;
   }
 
   enqueue(req: SchedulerRequest): Promise<ScheduledOutput[]> {
@@ -159,7 +174,7 @@ export class Scheduler {
       req.cancellation?.onCancel(() => this.cancel(item));
       if (req.trace?.tensors) for (const t of req.inputs) req.trace.tensor('TENSOR_QUEUE_INPUT', t.name, t.datatype, t.shape, t.data);
       item.seq = this.nextSeq++;
-      this.stats.pending += 1;
+      this.pend(1);
       this.dispatch();
     });
   }
@@ -185,7 +200,7 @@ export class Scheduler {
   private fail(item: Queued, err: ServalError, reason: FailureReason): void {
     item.req.cancellation?.onCancel(undefined);
     item.req.trace?.stamp('QUEUE_START', item.queueStartNs);
-    this.stats.pending -= 1;
+    this.pend(-1);
     this.stats.recordFailure(item.req.requestStartNs, now(), reason);
     item.reject(err);
   }
@@ -367,7 +382,7 @@ export class Scheduler {
           batch.map((q) => q.req),
           total,
           this.policy.ragged,
-          this.stats.pending === 1,
+          this.lone(),
         );
         if (execution.held) {
           withdraw = () => {
@@ -423,7 +438,7 @@ export class Scheduler {
         computeInferNs: result.computeInferNs,
         computeOutputNs: result.computeOutputNs,
       };
-      this.stats.pending -= 1;
+      this.pend(-1);
       this.stats.recordSuccess(Math.max(1, q.req.batchSize), timing, end);
       q.req.secondaryStats?.recordSuccess(Math.max(1, q.req.batchSize), timing, end);
       this.budget?.observe(Number(end - q.req.requestStartNs), total >= this.fullBatch);

@@ -6,6 +6,7 @@ import type { Execution } from '../../src/backends/backend.js';
 import { UNBOUNDED } from '../../src/config/resolve.js';
 import type { BatchingPolicy, InstancePlacement } from '../../src/config/resolved.js';
 import { Scheduler } from '../../src/scheduler/scheduler.js';
+import { ServerLoad } from '../../src/scheduler/server_load.js';
 import { ModelStats } from '../../src/stats/model_stats.js';
 import { type Batch, FakeInstanceBase } from '../helpers/instances.js';
 import { i32 } from '../helpers/tensors.js';
@@ -69,4 +70,19 @@ describe('ExecLayout.lone', () => {
       expect(inst.lone.slice(1).every((l) => !l)).toBe(true);
     });
   }
+
+  it('is not set while the server has other requests (a BLS caller’s one is allowed)', async () => {
+    const load = new ServerLoad();
+    const inst = new Recording(2);
+    const sched = new Scheduler([inst], policy(false), new ModelStats(), undefined, load);
+    for (const others of [0, 1, 2, 5]) {
+      load.pending = others;
+      const done = sched.enqueue(request(false));
+      await tick();
+      inst.release();
+      await done;
+      expect(load.pending).toBe(others); // its own request came and went
+    }
+    expect(inst.lone).toEqual([true, true, false, false]);
+  });
 });
