@@ -14,6 +14,15 @@ port2.close();
 sink.unref();
 
 /**
+ * The memory `view` spans whole, when it is an ArrayBuffer of its own (not a slice of Buffer's
+ * pool, not shared): memory that may be freed, adopted or marked as a response's alone.
+ */
+export function wholeBuffer(view: Uint8Array): ArrayBuffer | undefined {
+  const b = view.buffer;
+  return b instanceof ArrayBuffer && view.byteOffset === 0 && view.byteLength === b.byteLength ? b : undefined;
+}
+
+/**
  * Frees `buffer`'s memory now: it is detached (every view of it becomes empty). Only for memory
  * nothing reads any more. A buffer that cannot be transferred is left to the collector.
  */

@@ -27,7 +27,7 @@ import { type MetricKind, pythonCustomMetrics } from '../../kernel/custom_metric
 import { isDataType } from '../../kernel/datatypes.js';
 import { asServalError, type ErrorCode, ServalError } from '../../kernel/errors.js';
 import type { Logger } from '../../kernel/log.js';
-import { freeNow, freeSent, soleResponseMemory } from '../../kernel/memory.js';
+import { freeNow, freeSent, soleResponseMemory, wholeBuffer } from '../../kernel/memory.js';
 import type { RequestTrace } from '../../kernel/trace.js';
 import type { InferRequest, InferResponse, Params } from '../../kernel/types.js';
 import type {
@@ -605,8 +605,8 @@ export class PythonInstance implements ModelInstance {
       // Small outputs come attached to the message, larger ones through the "from stub" file.
       const bytes = m.bin ?? (hi > lo ? this.fromStub.read(lo, hi - lo) : Buffer.alloc(0));
       // Read for one response alone: its sender may free it once sent.
-      if (!m.bin && running.sole && bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength)
-        soleResponseMemory(bytes.buffer);
+      const own = !m.bin && running.sole && wholeBuffer(bytes);
+      if (own) soleResponseMemory(own);
       const rescheduled: number[] = [];
       type Resp = { err?: { msg: string; code: string }; outs?: TensorSpec[]; resched?: boolean };
       const responses = (m.resps as Resp[]).map((r, i): ExecOutput[] | Error => {
@@ -697,9 +697,9 @@ export class PythonInstance implements ModelInstance {
     }
     const outs = m.outs as string[];
     // Read from the file for this request alone: the target's instance may take it over (adopt).
-    const own = !attached && bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength && bytes.buffer instanceof ArrayBuffer;
+    const own = !attached && wholeBuffer(bytes);
     return {
-      ...(own && { ownMemory: bytes.buffer as ArrayBuffer }),
+      ...(own && { ownMemory: own }),
       modelName: String(m.model),
       modelVersion: String(m.version ?? ''),
       id: String(m.rid ?? ''),

@@ -9,7 +9,7 @@ import { promisify } from 'node:util';
 import zlib from 'node:zlib';
 import type { BudgetTicket } from '../../kernel/byte_budget.js';
 import { ServalError } from '../../kernel/errors.js';
-import { freeNow } from '../../kernel/memory.js';
+import { freeNow, wholeBuffer } from '../../kernel/memory.js';
 
 const gunzip = promisify(zlib.gunzip);
 const inflate = promisify(zlib.inflate);
@@ -92,7 +92,8 @@ export function readBody(
   const discard = (): void => {
     // A large Content-Length buffer is this body's own memory (a small one shares Buffer's
     // pool): given back now, not at the next collection.
-    if (whole && whole.byteOffset === 0 && whole.byteLength === whole.buffer.byteLength) freeNow(whole.buffer);
+    const own = whole && wholeBuffer(whole);
+    if (own) freeNow(own);
     whole = undefined;
     chunks = undefined;
   };

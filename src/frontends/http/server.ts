@@ -9,7 +9,7 @@ import { Cancellation } from '../../kernel/cancel.js';
 import { httpStatus, isServerFault, ServalError } from '../../kernel/errors.js';
 import { encodeJson } from '../../kernel/json.js';
 import type { Logger } from '../../kernel/log.js';
-import { freeSent } from '../../kernel/memory.js';
+import { freeSent, wholeBuffer } from '../../kernel/memory.js';
 import { addForwarded, forwardedHttpHeaders, type HeaderPattern } from '../header_forward.js';
 import { type Restrictions, restrictHttp } from '../restricted.js';
 import { BodyTimeoutError, type BodyTimeouts, decompress, jsonObjectBody, readBody } from './body.js';
@@ -253,9 +253,8 @@ export function buildHttpServer(core: CoreApi, log: Logger, opts: HttpOptions): 
     if (trace) decoded.request.trace = trace;
     // The body is this request's alone and nothing below reads it once answered: its binary
     // tensors may be handed to the model's worker as they are.
-    if (raw.byteOffset === 0 && raw.byteLength === raw.buffer.byteLength && raw.buffer instanceof ArrayBuffer) {
-      decoded.request.ownMemory = raw.buffer;
-    }
+    const own = wholeBuffer(raw);
+    if (own) decoded.request.ownMemory = own;
     if (decoded.request.id) inferenceIds.set(req, decoded.request.id);
     const result = await core.infer(decoded.request);
     // Answered: the body and the tensors viewing it are let go before the response is encoded,
