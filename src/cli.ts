@@ -1,11 +1,13 @@
 #!/usr/bin/env node
 // `serval`: parse flags, start the server, stop cleanly on SIGINT/SIGTERM.
 import { ServalError, statusText } from './kernel/errors.js';
+import { tuneHeapGrowth } from './kernel/heap.js';
 import { createLogger, LogControl, type LogFormat } from './kernel/log.js';
 import { BadOptionError, parseArgs, USAGE, UsageError } from './options.js';
 import { StartupError, startServer } from './server.js';
 
 async function main(): Promise<number> {
+  tuneHeapGrowth();
   let opts: ReturnType<typeof parseArgs>;
   try {
     opts = parseArgs(process.argv.slice(2));

@@ -160,10 +160,11 @@ export function readBody(
     finish(null, Buffer.concat(chunks ?? [], size));
   });
   stream.on('error', (e: Error) => finish(Object.assign(e, { statusCode: 400 })));
-  // A connection that ends mid-body may close the stream without an error first.
-  stream.on('close', () =>
-    finish(Object.assign(new Error('the connection closed before the request body was complete'), { statusCode: 400 })),
-  );
+  // A connection that ends mid-body may close the stream without an error first. Every request
+  // closes, so the error (whose stack costs ~4% of an HTTP infer's main-thread time) is made only then.
+  stream.on('close', () => {
+    if (!finished) finish(Object.assign(new Error('the connection closed before the request body was complete'), { statusCode: 400 }));
+  });
 }
 
 /**
