@@ -337,7 +337,7 @@ class TritonRun {
     L.push('### The Python backend vs tritonserver 2.51 (issue 23)');
     L.push('');
     L.push(
-      `Serval's Python backend and tritonserver 2.51's on the same model.py files, same interpreter, perf_analyzer, ${this.plan.rounds} round(s) interleaved. Ratios are Serval ÷ Triton of the medians over rounds: throughput ≥ 1.00× and p50/p99 ≤ 1.00× meet issue 23's target.${base ? ` "before": the build of ${BASELINE} (before this issue's transport work) in the same run.` : ''}`,
+      `Serval's Python backend and tritonserver 2.51's on the same model.py files, same interpreter, perf_analyzer, ${this.plan.rounds} round(s) interleaved. Ratios are Serval ÷ Triton of the medians over rounds: throughput ≥ 1.00× and p50/p99 ≤ 1.00× meet issue 23's target.${base ? ` "before": the build of ${BASELINE}, the comparison build (TRITON_BENCH_BASELINE), in the same run.` : ''}`,
     );
     L.push('');
     L.push(
