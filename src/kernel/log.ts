@@ -15,11 +15,16 @@ import { ServalError } from './errors.js';
 
 export type Fields = Record<string, string | number | boolean | undefined>;
 
+/**
+ * `at`: the `<file>:<line>` of a line that is not Serval's own (a Python model's pb_utils.Logger
+ * line, located in its model.py as Triton prints it). Such a line is printed as the model wrote
+ * it: in Triton's formats without the fields, which logfmt keeps.
+ */
 export interface Logger {
-  error(msg: string, fields?: Fields): void;
-  warn(msg: string, fields?: Fields): void;
-  info(msg: string, fields?: Fields): void;
-  debug(msg: string, fields?: Fields): void;
+  error(msg: string, fields?: Fields, at?: string): void;
+  warn(msg: string, fields?: Fields, at?: string): void;
+  info(msg: string, fields?: Fields, at?: string): void;
+  debug(msg: string, fields?: Fields, at?: string): void;
 }
 
 export type LogFormat = 'default' | 'ISO8601' | 'logfmt';
@@ -84,13 +89,13 @@ function callerLocation(): string {
 }
 
 /** Triton's line prefix for `format` (UTC, as tritonserver's gmtime_r). */
-function tritonPrefix(format: 'default' | 'ISO8601', level: keyof typeof LETTER): string {
+function tritonPrefix(format: 'default' | 'ISO8601', level: keyof typeof LETTER, at?: string): string {
   // The wall clock for the time (timeOrigin + now() drifts from it over a long uptime); the
   // monotonic clock's sub-millisecond part for the last three of Triton's six digits.
   const d = new Date();
   const us = d.getTime() * 1000 + Math.floor((performance.now() % 1) * 1000);
   const hms = `${two(d.getUTCHours())}:${two(d.getUTCMinutes())}:${two(d.getUTCSeconds())}`;
-  const where = `${process.pid} ${callerLocation()}]`;
+  const where = `${process.pid} ${at ?? callerLocation()}]`;
   if (format === 'ISO8601') {
     return `${d.getUTCFullYear()}-${two(d.getUTCMonth() + 1)}-${two(d.getUTCDate())}T${hms}Z ${LETTER[level]} ${where}`;
   }
@@ -193,17 +198,18 @@ export class LogControl {
   }
 
   /** Writes one event if its level is on. */
-  emit(level: 'error' | 'warn' | 'info' | 'debug', msg: string, fields?: Fields): void {
+  emit(level: 'error' | 'warn' | 'info' | 'debug', msg: string, fields?: Fields, at?: string): void {
     const s = this.s;
     if (level === 'error' ? !s.error : level === 'warn' ? !s.warning : level === 'info' ? !s.info : s.verbose < 1) return;
     let line: string;
     if (s.format === 'logfmt') {
       line = `time=${new Date().toISOString()} level=${level} msg=${fmt(msg)}`;
       for (const [k, v] of Object.entries(fields ?? {})) if (v !== undefined) line += ` ${k}=${fmt(v)}`;
+      if (at) line += ` at=${fmt(at)}`;
     } else {
       let text = msg;
-      for (const [k, v] of Object.entries(fields ?? {})) if (v !== undefined) text += ` ${k}=${fmt(v)}`;
-      line = `${tritonPrefix(s.format, level)} ${process.env.TRITON_SERVER_ESCAPE_LOG_MESSAGES === '0' ? text : JSON.stringify(text)}`;
+      if (!at) for (const [k, v] of Object.entries(fields ?? {})) if (v !== undefined) text += ` ${k}=${fmt(v)}`;
+      line = `${tritonPrefix(s.format, level, at)} ${process.env.TRITON_SERVER_ESCAPE_LOG_MESSAGES === '0' ? text : JSON.stringify(text)}`;
     }
     if (this.fd === undefined) {
       this.stderr(line);
@@ -226,9 +232,9 @@ export function createLogger(verbose: number, out?: (line: string) => void): Log
 export function createLogger(arg: LogControl | number, out?: (line: string) => void): Logger {
   const control = arg instanceof LogControl ? arg : new LogControl({ info: arg >= 1, verbose: arg >= 2 ? arg - 1 : 0 }, out);
   return {
-    error: (m, f) => control.emit('error', m, f),
-    warn: (m, f) => control.emit('warn', m, f),
-    info: (m, f) => control.emit('info', m, f),
-    debug: (m, f) => control.emit('debug', m, f),
+    error: (m, f, at) => control.emit('error', m, f, at),
+    warn: (m, f, at) => control.emit('warn', m, f, at),
+    info: (m, f, at) => control.emit('info', m, f, at),
+    debug: (m, f, at) => control.emit('debug', m, f, at),
   };
 }

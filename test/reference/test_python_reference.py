@@ -548,6 +548,9 @@ def _finalize_run(name: str, tmp_path: Path) -> dict:
         for what in ("finalize", "print")
         for inst in ("pyref_final_0_0", "pyref_final_0_1")
     }
+    # A Logger line as Triton prints it: the model's file and line where the glog prefix puts the
+    # source location, then the text alone.
+    located = sorted(set(re.findall(r' (\S+:\d+)\] "(pyref_final finalize \S+)"', log)))
     return {
         "file_while_loaded": loaded,
         "unload": unload,
@@ -555,6 +558,7 @@ def _finalize_run(name: str, tmp_path: Path) -> dict:
         "load": load,
         "after_stop": after_stop,
         "log": shown,
+        "located": located,
     }
 
 
@@ -566,4 +570,5 @@ def test_finalize_runs_at_unload_and_at_shutdown(tmp_path: Path):
     assert t["after_unload"] == (names, [0, 1])
     assert t["after_stop"] == (names, [0, 0])
     assert all(t["log"].values())
+    assert t["located"] and all(where.startswith("model.py:") for where, _ in t["located"])
     assert s == t

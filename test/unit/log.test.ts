@@ -76,6 +76,19 @@ describe('LogControl', () => {
     expect(control.json().log_format).toBe('logfmt');
   });
 
+  it("a model's line (at: its file:line) takes that place and the text alone in Triton's layouts; logfmt keeps the fields", () => {
+    const { control, lines, log } = capture();
+    const fields = { model: 'm', instance: 'm_0_0' };
+    log.warn('from "model"', fields, 'model.py:12');
+    control.update({ log_format: 'ISO8601' });
+    log.error('boom', fields, 'model.py:3');
+    control.update({ log_format: 'logfmt' });
+    log.info('hi', fields, 'model.py:7');
+    expect(lines[0]).toMatch(new RegExp(`^W\\d{4} \\d\\d:\\d\\d:\\d\\d\\.\\d{6} ${process.pid} model\\.py:12\\] "from \\\\"model\\\\""$`));
+    expect(lines[1]).toMatch(new RegExp(`Z E ${process.pid} model\\.py:3\\] "boom"$`));
+    expect(lines[2]).toMatch(/ level=info msg=hi model=m instance=m_0_0 at=model\.py:7$/);
+  });
+
   it('verbose lines carry I, as in tritonserver; TRITON_SERVER_ESCAPE_LOG_MESSAGES=0 prints the text unescaped', () => {
     const { lines, log } = capture({ verbose: 1 });
     log.debug('d1');

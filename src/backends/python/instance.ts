@@ -282,10 +282,12 @@ export class PythonInstance implements ModelInstance {
   private logLine(m: StubMessage): void {
     const fields = { model: this.opts.args.model_name, instance: this.name };
     const text = String(m.msg);
-    if (m.level === 'ERROR') this.opts.log.error(text, fields);
-    else if (m.level === 'WARNING') this.opts.log.warn(text, fields);
-    else if (m.level === 'VERBOSE') this.opts.log.debug(text, fields);
-    else this.opts.log.info(text, fields);
+    // A pb_utils.Logger line names its place in the model's code; the stub's own lines have none.
+    const at = typeof m.at === 'string' && m.at ? m.at : undefined;
+    if (m.level === 'ERROR') this.opts.log.error(text, fields, at);
+    else if (m.level === 'WARNING') this.opts.log.warn(text, fields, at);
+    else if (m.level === 'VERBOSE') this.opts.log.debug(text, fields, at);
+    else this.opts.log.info(text, fields, at);
   }
 
   /** The stub died: fail what it was running, and start another one right away. */

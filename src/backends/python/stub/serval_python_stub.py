@@ -829,8 +829,12 @@ class Stub:
 
         return Reading()
 
-    def log(self, level, message):
-        self.chan.send({"t": "log", "level": level, "msg": message})
+    def log(self, level, message, at=None):
+        """A line for the server's log; `at` is the model's `<file>:<line>` (pb_utils.Logger)."""
+        msg = {"t": "log", "level": level, "msg": message}
+        if at:
+            msg["at"] = at
+        self.chan.send(msg)
 
     # -- custom metrics (pb_utils.MetricFamily / Metric; Serval keeps their values) -------------
     def metric_call(self, msg):

@@ -8,7 +8,9 @@ Logger, BLS through InferenceRequest.exec / async_exec) over Serval's stub
 """
 
 import json
+import os
 import struct
+import sys
 import threading
 
 import numpy as np
@@ -557,6 +559,17 @@ def unload_model(model_name, unload_dependents=False):
     raise TritonModelException("the model loading API (unload_model) is not supported by Serval")
 
 
+def _caller_location():
+    """`<file>:<line>` of the model code that called the Logger (the file's base name), which Triton
+    prints where its own lines have their C++ source location."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename == __file__:
+        frame = frame.f_back
+    if frame is None:
+        return None
+    return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+
+
 class Logger:
     """Log lines in the server's log, filtered by its log settings."""
 
@@ -572,7 +585,7 @@ class Logger:
             raise _signature_error("log()", "(message: str, level: Logger.INFO | WARNING | ERROR | VERBOSE = Logger.INFO)", (message, level))
         name = names[level]
         if _stub is not None:
-            _stub.log(name, str(message))
+            _stub.log(name, str(message), _caller_location())
         else:
             print(f"{name}: {message}", flush=True)
 
