@@ -345,9 +345,34 @@ export function rawToJson(dt: DataType, buf: Uint8Array, what: string): unknown[
         const n = Number(b);
         return Number.isSafeInteger(n) ? n : new ExactInteger(b);
       });
+    case 'FP32':
+    case 'FP64': {
+      const values = Array.from(view as Float32Array);
+      floatArrays.add(values);
+      return values;
+    }
     default:
-      return Array.from(view as Float32Array);
+      return Array.from(view as Int32Array);
   }
+}
+
+// Triton writes JSON with rapidjson, which keeps a whole float's ".0" (`1.0`, not `1`) and writes
+// exponents without a '+' (`1e21`). rawToJson's float arrays are remembered so that the JSON
+// encoder (kernel/json.ts) writes them that way; consumers see plain arrays of numbers.
+const floatArrays = new WeakSet<unknown[]>();
+
+/** Whether `v` is float tensor data from rawToJson (FP32, FP64). */
+export function isFloatArray(v: unknown): v is number[] {
+  return Array.isArray(v) && floatArrays.has(v);
+}
+
+/** A float's JSON text as Triton's writer gives it: `1.0`, `-0.0`, `0.5`, `3e38`, `1e-7`; not finite: null. */
+export function floatText(v: number): string {
+  if (!Number.isFinite(v)) return 'null';
+  if (Object.is(v, -0)) return '-0.0';
+  // Whole values below 1e21 are written in full, as JavaScript does, then ".0".
+  if (Number.isInteger(v) && Math.abs(v) < 1e21) return `${v}.0`;
+  return String(v).replace('e+', 'e');
 }
 
 /** Marks a 64-bit integer the JSON encoder must print exactly (see kernel/json.ts). */

@@ -1,6 +1,6 @@
 // JSON encoding that keeps 64-bit integers exact: ExactInteger values (from rawToJson) are
 // written as bare digits instead of being rounded through a double.
-import { ExactInteger } from './datatypes.js';
+import { ExactInteger, floatText, isFloatArray } from './datatypes.js';
 
 /**
  * Numbers that JSON.stringify/JSON.parse cannot carry exactly travel as marked strings. The
@@ -18,6 +18,13 @@ export function encodeJson(value: unknown): string {
       exact = true;
       return MARK + v.value.toString();
     }
+    if (isFloatArray(v)) {
+      // Float tensor data, written as Triton writes it (datatypes.ts floatText).
+      exact = true;
+      let text = '[';
+      for (let i = 0; i < v.length; i++) text += (i ? ',' : '') + floatText(v[i]!);
+      return `${MARK + text}]`;
+    }
     if (v === 0 && Object.is(v, -0)) {
       // JSON.stringify writes -0 as 0; Triton keeps the sign.
       exact = true;
@@ -30,7 +37,8 @@ export function encodeJson(value: unknown): string {
     return v;
   });
   if (!exact) return text;
-  const marked = new RegExp(`"\\\\u0000${MARK.slice(1, -1)}#(-?[\\d.]+)"`, 'g');
+  // A marked value is digits, signs, dots, exponents, or a float array's brackets, commas and nulls: never a quote.
+  const marked = new RegExp(`"\\\\u0000${MARK.slice(1, -1)}#([^"]*)"`, 'g');
   return text.replace(marked, '$1');
 }
 

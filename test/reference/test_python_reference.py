@@ -276,6 +276,29 @@ def test_request_fields_and_server_parameters(triton, serval):
     assert s == t
 
 
+def test_float_tensors_in_json_bodies(triton, serval):
+    """Float outputs in JSON are written byte for byte as Triton writes them (rapidjson): a whole
+    float keeps its .0, an exponent has no '+', -0 keeps its sign; infer and generate alike."""
+    f32 = [1, 0.5, 16777216, -0.0, 0.1, 1e-7, 123456789, 2.5e-45]
+    f64 = [1, 0.1, 1e21, 1e-7, -0.0, 123456789012, 1.5e300, 5e-324, 1e20, 2.5]
+    infer = {
+        "inputs": [
+            {"name": "F32", "shape": [len(f32)], "datatype": "FP32", "data": f32},
+            {"name": "F64", "shape": [len(f64)], "datatype": "FP64", "data": f64},
+        ]
+    }
+
+    def run(server):
+        bodies = [http_raw(server, "POST", "/v2/models/pyref_floats/infer", infer).payload]
+        for gen in ({"F32": [2], "F64": [3]}, {"F32": [2, 0.5], "F64": [3, 1e22]}):
+            bodies.append(http_raw(server, "POST", "/v2/models/pyref_floats/generate", gen).payload)
+        return bodies
+
+    t, s = both(run, triton, serval)
+    assert b'"data":[1.0,0.5,16777216.0,-0.0,' in t[0]
+    assert s == t
+
+
 def test_bls_model_name_as_numpy_bytes(triton, serval):
     t, s = both(probe, triton, serval, "bls_bytes")
     assert t[2]["np_bytes"] == [42]

@@ -8,7 +8,7 @@ import { PassThrough, Readable } from 'node:stream';
 import type { FastifyPluginCallback, FastifyReply, FastifyRequest } from 'fastify';
 import type { CoreApi } from '../../core/api.js';
 import { Cancellation } from '../../kernel/cancel.js';
-import { type DataType, jsonToRaw, rawToJson } from '../../kernel/datatypes.js';
+import { type DataType, floatText, isFloatArray, jsonToRaw, rawToJson } from '../../kernel/datatypes.js';
 import { asServalError, isServerFault, ServalError } from '../../kernel/errors.js';
 import { encodeJson, parseJsonExact } from '../../kernel/json.js';
 import type { Logger } from '../../kernel/log.js';
@@ -322,7 +322,8 @@ export function encodeGenerateResponse(res: InferResponse): string {
     if (fields.has(o.name)) continue;
     if (o.datatype === 'FP16') throw bad('sending FP16 data via JSON is not supported. Please use the binary data format for output');
     const data = rawToJson(o.datatype, o.data, `output '${o.name}'`);
-    fields.set(o.name, encodeJson(data.length === 1 ? data[0] : data));
+    // A single value is written bare; a float one as the JSON encoder writes float data (1.0, not 1).
+    fields.set(o.name, data.length !== 1 ? encodeJson(data) : isFloatArray(data) ? floatText(data[0]!) : encodeJson(data[0]));
   }
   // Written by hand: a JS object would put integer-like keys ("0") first.
   let out = '{';
