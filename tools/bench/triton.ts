@@ -10,7 +10,9 @@
  * Both servers run the models with one interpreter, the tritonserver venv's Python and numpy 1.26
  * (the 2.51 stub needs numpy 1.x), so only the servers differ. Environment: TRITON_BENCH_BASELINE
  * (a commit): also runs that commit's build (a git worktree under /tmp, made by
- * tools/bench/decoupled/setup-baseline.sh) as a third peer, for a before/after in the same run.
+ * tools/bench/decoupled/setup-baseline.sh) as a third peer, for a before/after in the same run;
+ * TRITON_BENCH_ROUNDS: rounds of a full run (default 2). Cells move ±15% from run to run on a
+ * small VM, so the table also lists each round's throughput ratio.
  * Raw output: tmp/bench/triton-<time>/.
  */
 import { execFileSync } from 'node:child_process';
@@ -30,6 +32,7 @@ const MODELS = path.join(ROOT, 'tools', 'bench', 'triton', 'models');
 const SETUP_BASELINE = path.join(ROOT, 'tools', 'bench', 'decoupled', 'setup-baseline.sh');
 const PY = path.join(TRITON_VENV, 'bin', 'python');
 const BASELINE = process.env.TRITON_BENCH_BASELINE ?? '';
+const ROUNDS = Number(process.env.TRITON_BENCH_ROUNDS ?? 2);
 /** Other processes using more cores than this during a point mark it (†). */
 const NOISY_CORES = 0.25;
 
@@ -75,7 +78,7 @@ interface Plan {
   trials: number;
   requestCount: number;
 }
-const FULL: Plan = { rounds: 2, rerunS: 240, quietWaitS: 15, windowMs: 1500, stability: 20, trials: 6, requestCount: 1500 };
+const FULL: Plan = { rounds: ROUNDS, rerunS: 240, quietWaitS: 15, windowMs: 1500, stability: 20, trials: 6, requestCount: 1500 };
 const QUICK: Plan = { rounds: 1, rerunS: 0, quietWaitS: 0, windowMs: 800, stability: 50, trials: 4, requestCount: 1000 };
 
 interface Point {
@@ -122,6 +125,8 @@ class TritonRun {
   tritonVersion = 'unknown';
 
   constructor(readonly args: SectionArgs) {
+    if (!Number.isInteger(ROUNDS) || ROUNDS < 1)
+      throw new Error(`TRITON_BENCH_ROUNDS must be a positive integer, not '${process.env.TRITON_BENCH_ROUNDS}'`);
     this.plan = args.quick ? QUICK : FULL;
     this.rerunLeftS = this.plan.rerunS;
     const stamp = this.startedAt.toISOString().replace(/[:]/g, '').replace(/\..*$/, '');
@@ -332,18 +337,28 @@ class TritonRun {
     const mib = (b: number | undefined) => (b ? (b / 2 ** 20).toFixed(0) : '–');
     const of = (w: string, peer: Peer) => this.points.filter((q) => q.workload === w && q.peer === peer);
     const m = (w: string, peer: Peer, f: (r: PaResult) => number) => median(of(w, peer).flatMap((q) => (q.res ? [f(q.res)] : [])));
+    // Each round's Serval ÷ Triton throughput: the spread says how far to trust the median's ratio.
+    const perRound = (w: string) => {
+      const out: string[] = [];
+      for (let round = 1; round <= this.plan.rounds; round++) {
+        const at = (peer: Peer) =>
+          this.points.find((q) => q.workload === w && q.peer === peer && q.round === round)?.res?.throughput ?? NaN;
+        out.push(ratio(at('serval'), at('triton')).replace('×', ''));
+      }
+      return out.join(', ');
+    };
     const noisy = (w: string) => (this.points.some((q) => q.workload === w && q.cores.other > NOISY_CORES) ? ' †' : '');
     const base = this.peers.includes('baseline');
     L.push('### The Python backend vs tritonserver 2.51 (issue 23)');
     L.push('');
     L.push(
-      `Serval's Python backend and tritonserver 2.51's on the same model.py files, same interpreter, perf_analyzer, ${this.plan.rounds} round(s) interleaved. Ratios are Serval ÷ Triton of the medians over rounds: throughput ≥ 1.00× and p50/p99 ≤ 1.00× meet issue 23's target.${base ? ` "before": the build of ${BASELINE}, the comparison build (TRITON_BENCH_BASELINE), in the same run.` : ''}`,
+      `Serval's Python backend and tritonserver 2.51's on the same model.py files, same interpreter, perf_analyzer, ${this.plan.rounds} round(s) interleaved. Ratios are Serval ÷ Triton of the medians over rounds: throughput ≥ 1.00× and p50/p99 ≤ 1.00× meet issue 23's target; "per round" is each round's throughput ratio (both servers measured back to back).${base ? ` "before": the build of ${BASELINE}, the comparison build (TRITON_BENCH_BASELINE), in the same run.` : ''}`,
     );
     L.push('');
     L.push(
-      `| workload | infer/s Serval / Triton | throughput ratio | p50 ms Serval / Triton | p50 ratio | p99 ms Serval / Triton | p99 ratio | peak RSS MiB Serval / Triton |${base ? ' before: infer/s, p50 ms, p99 ms |' : ''}`,
+      `| workload | infer/s Serval / Triton | throughput ratio | per round | p50 ms Serval / Triton | p50 ratio | p99 ms Serval / Triton | p99 ratio | peak RSS MiB Serval / Triton |${base ? ' before: infer/s, p50 ms, p99 ms |' : ''}`,
     );
-    L.push(`|---|---|---|---|---|---|---|---|${base ? '---|' : ''}`);
+    L.push(`|---|---|---|---|---|---|---|---|---|${base ? '---|' : ''}`);
     for (const w of WORKLOADS) {
       const t = [m(w.id, 'serval', (r) => r.throughput), m(w.id, 'triton', (r) => r.throughput)] as const;
       const p50 = [m(w.id, 'serval', (r) => r.p50Us), m(w.id, 'triton', (r) => r.p50Us)] as const;
@@ -353,7 +368,7 @@ class TritonRun {
         ? ` ${rate(m(w.id, 'baseline', (r) => r.throughput))}, ${ms(m(w.id, 'baseline', (r) => r.p50Us))}, ${ms(m(w.id, 'baseline', (r) => r.p99Us))} |`
         : '';
       L.push(
-        `| ${w.label}${noisy(w.id)} | ${rate(t[0])} / ${rate(t[1])} | **${ratio(t[0], t[1])}** | ${ms(p50[0])} / ${ms(p50[1])} | ${ratio(p50[0], p50[1])} | ${ms(p99[0])} / ${ms(p99[1])} | ${ratio(p99[0], p99[1])} | ${mib(rss('serval'))} / ${mib(rss('triton'))} |${before}`,
+        `| ${w.label}${noisy(w.id)} | ${rate(t[0])} / ${rate(t[1])} | **${ratio(t[0], t[1])}** | ${perRound(w.id)} | ${ms(p50[0])} / ${ms(p50[1])} | ${ratio(p50[0], p50[1])} | ${ms(p99[0])} / ${ms(p99[1])} | ${ratio(p99[0], p99[1])} | ${mib(rss('serval'))} / ${mib(rss('triton'))} |${before}`,
       );
     }
     L.push('');
