@@ -511,6 +511,37 @@ describe('respondInOneWrite', () => {
     }
   });
 
+  it('leaves no stream behind: each one answered in one write closes, with its write callback and no error', async () => {
+    // The writable side is marked settled once the response is queued (one_write.ts), so Node
+    // never emits its 'finish': the streams must still close and be destroyed, every one.
+    const server = http2.createServer();
+    const opened: http2.ServerHttp2Stream[] = [];
+    let written = 0;
+    let closed = 0;
+    const errors: unknown[] = [];
+    server.on('stream', (stream) => {
+      opened.push(stream);
+      stream.resume();
+      stream.on('error', (e) => errors.push(e));
+      stream.on('close', () => closed++);
+      stream.on('end', () => {
+        respondInOneWrite(stream, { ':status': 200 }, [Buffer.from('ab')], nativeHeaderList({ 'grpc-status': 0 }), () => written++);
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const port = (server.address() as { port: number }).port;
+    const n = 20;
+    try {
+      const replies = await Promise.all(Array.from({ length: n }, () => rawCall(port, [Buffer.from('x')])));
+      expect(replies.every((r) => r.data.toString() === 'ab' && r.trailers?.['grpc-status'] === '0')).toBe(true);
+      await until(() => written === n && closed === n, 'the write callbacks and the streams closing');
+      expect(opened.every((s) => s.destroyed && s.closed)).toBe(true);
+      expect(errors).toEqual([]);
+    } finally {
+      server.close();
+    }
+  });
+
   it('does nothing, and says so, on a stream without the internals it knows', () => {
     const calls: string[] = [];
     const fake = { respond: () => calls.push('respond'), write: () => calls.push('write') } as unknown as http2.ServerHttp2Stream;

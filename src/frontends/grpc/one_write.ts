@@ -6,12 +6,24 @@
 // written against (Node 20), the stream is shut down as soon as its data is queued, and the
 // trailers are submitted from within nghttp2's own request for them, so headers, data and
 // trailers leave together. Anywhere else the caller takes Node's public path.
+//
+// Shut that early, the stream is closed and destroyed before Node hears that its data was
+// written, and Node's writable then builds an ERR_STREAM_DESTROYED (stack trace included) for
+// the stream's end callbacks, which have nothing to tell: 5% of the main thread at 16 clients.
+// The writable side is marked settled instead (its `errored` value, what Node hands those
+// callbacks in place of a new error); nothing reads it, and the stream ends as before.
 import type { ServerHttp2Stream } from 'node:http2';
 
 interface Internals {
   handle: symbol;
   state: symbol;
 }
+
+/** What a one-write stream's end callbacks get (see above): it has no stack, and is built once. */
+const SETTLED: Error = Object.assign(Object.create(Error.prototype) as Error, {
+  name: 'Error',
+  message: 'the unary response was written whole; the stream is done',
+});
 
 interface NativeStream {
   trailers(list: [string, number]): number;
@@ -39,6 +51,9 @@ function probe(stream: ServerHttp2Stream): Internals | undefined {
     const native = (stream as unknown as Record<symbol, Partial<NativeStream>>)[handle];
     const flags = (stream as unknown as Record<symbol, { flags?: unknown }>)[state]?.flags;
     if (typeof native?.trailers !== 'function' || typeof native.shutdown !== 'function' || typeof flags !== 'number') return undefined;
+    const writable = (stream as unknown as { _writableState?: object })._writableState;
+    if (!writable || typeof Object.getOwnPropertyDescriptor(Object.getPrototypeOf(writable), 'errored')?.set !== 'function')
+      return undefined;
     ShutdownWrap = binding.ShutdownWrap;
     return { handle, state };
   } catch {
@@ -100,5 +115,6 @@ export function respondInOneWrite(
   req.handle = native;
   native.shutdown(req);
   stream.end();
+  (stream as unknown as { _writableState: { errored: Error | null } })._writableState.errored = SETTLED;
   return true;
 }
