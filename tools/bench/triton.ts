@@ -341,8 +341,7 @@ class TritonRun {
     const perRound = (w: string) => {
       const out: string[] = [];
       for (let round = 1; round <= this.plan.rounds; round++) {
-        const at = (peer: Peer) =>
-          this.points.find((q) => q.workload === w && q.peer === peer && q.round === round)?.res?.throughput ?? NaN;
+        const at = (peer: Peer) => of(w, peer).find((q) => q.round === round)?.res?.throughput ?? NaN;
         out.push(ratio(at('serval'), at('triton')).replace('×', ''));
       }
       return out.join(', ');
