@@ -15,6 +15,8 @@ FROM ${NODE_IMAGE} AS build
 ARG NPM_CONFIG_OFFLINE
 WORKDIR /src
 COPY package.json package-lock.json .npmrc ./
+# npm ci's postinstall builds the optional memory-map addon; without its source here it does nothing.
+COPY tools/native/build.mjs ./tools/native/
 # The image's npm may predate package.json's allowScripts; the installer's own switch keeps it offline.
 RUN ONNXRUNTIME_NODE_INSTALL=skip npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.client.json ./
@@ -28,6 +30,8 @@ ARG NPM_CONFIG_OFFLINE
 ENV NODE_ENV=production
 WORKDIR /opt/serval
 COPY package.json package-lock.json .npmrc ./
+# npm ci's postinstall builds the optional memory-map addon; without its source here it does nothing.
+COPY tools/native/build.mjs ./tools/native/
 # The CPU binaries of onnxruntime-node ship in its npm package; the GPU download is skipped.
 RUN ONNXRUNTIME_NODE_INSTALL=skip npm ci --omit=dev --no-audit --no-fund \
  && npm cache clean --force

@@ -12,6 +12,7 @@ import type { Backend } from '../backend.js';
 import { pythonAutoComplete } from './autocomplete.js';
 import { PythonInstance } from './instance.js';
 import { EXECUTION_ENV_PATH, modelInterpreter } from './interpreter.js';
+import { mapAddon, mapAddonStatus } from './native_map.js';
 import { type PythonSettings, placePythonModel } from './placement.js';
 
 export interface PythonBackendOptions {
@@ -30,6 +31,9 @@ export const PYTHON_BACKEND_CONFIG_KEYS = [
 ];
 
 export function pythonBackend(opts: PythonBackendOptions): Backend<PythonSettings> {
+  opts.log.debug(
+    `Python backend: tensors reach the stubs ${mapAddon ? 'through memory maps' : 'by positioned reads and writes'} (memory-map addon ${mapAddonStatus})`,
+  );
   return {
     name: 'python',
     platforms: [],
