@@ -32,7 +32,7 @@ export const PYTHON_BACKEND_CONFIG_KEYS = [
 
 export function pythonBackend(opts: PythonBackendOptions): Backend<PythonSettings> {
   opts.log.debug(
-    `Python backend: tensors reach the stubs ${mapAddon ? 'through memory maps' : 'by positioned reads and writes'} (memory-map addon ${mapAddonStatus})`,
+    `Python backend: tensors reach the stubs ${mapAddon ? 'through memory maps' : 'by positioned reads and writes'} (memory-map addon: ${mapAddonStatus})`,
   );
   return {
     name: 'python',

@@ -18,7 +18,7 @@ export interface MapAddon {
 const FILE = path.join('native', 'build', 'serval_mmap.node');
 
 function load(): { addon?: MapAddon; reason: string } {
-  if (process.env.SERVAL_PYTHON_MMAP === '0') return { reason: 'SERVAL_PYTHON_MMAP=0' };
+  if (process.env.SERVAL_PYTHON_MMAP === '0') return { reason: 'switched off by SERVAL_PYTHON_MMAP=0' };
   // src/backends/python under the root, or dist/src/backends/python: look upwards for the build.
   let dir = path.dirname(fileURLToPath(import.meta.url));
   for (let i = 0; i < 5; i++, dir = path.dirname(dir)) {
@@ -30,7 +30,7 @@ function load(): { addon?: MapAddon; reason: string } {
       return { reason: `${file} does not load: ${e instanceof Error ? e.message : String(e)}` };
     }
   }
-  return { reason: `${FILE} was not built (npm ci builds it where a C compiler is found)` };
+  return { reason: `not built: no ${FILE} (npm ci builds it where a C compiler is found)` };
 }
 
 const loaded = load();
