@@ -2,7 +2,7 @@
 // addon and through the positioned reads and writes it replaces: what one side writes is what the
 // file holds for the other side (the stub maps the same file), at any offset, across growth on
 // either side, and a read past the file's end is an error rather than garbage or a crash.
-import { fstatSync, ftruncateSync, readSync, writeSync } from 'node:fs';
+import { fstatSync, ftruncateSync, readFileSync, readSync, writeSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { mapAddon, mapAddonStatus } from '../../src/backends/python/native_map.js';
 import { ShmFile } from '../../src/backends/python/shm.js';
@@ -49,6 +49,33 @@ describe('the memory-map addon', () => {
     } finally {
       file.close();
     }
+  });
+
+  it.runIf(mapAddon && process.platform === 'linux')('gives the memory back once unmapped, not at some later collection', async () => {
+    const addon = mapAddon!;
+    const file = ShmFile.create('unmapped', 1 << 20, null);
+    const ours = () =>
+      readFileSync('/proc/self/maps', 'utf8')
+        .split('\n')
+        .filter((l) => l.includes('_unmapped_')).length;
+    try {
+      const before = ours();
+      const buffer = addon.map(file.fd, 1 << 20);
+      expect(ours()).toBe(before + 1);
+      addon.unmap(buffer);
+      // Node runs the finalizer (the munmap) on its next turn.
+      await new Promise((r) => setTimeout(r, 20));
+      expect(ours()).toBe(before);
+    } finally {
+      file.close();
+    }
+    // A mapped file, grown (a second mapping) and closed: none of its mappings stay.
+    const mapped = ShmFile.create('unmapped', 1 << 20, addon);
+    mapped.write(pattern(10, 1), 0);
+    mapped.write(pattern(10, 2), 3 << 20);
+    mapped.close();
+    await new Promise((r) => setTimeout(r, 20));
+    expect(ours()).toBe(0);
   });
 });
 
