@@ -1,27 +1,23 @@
 // The KServe v2 REST front-end (fastify). Thin: decode, call the core, encode.
 import { Readable } from 'node:stream';
-import { promisify } from 'node:util';
-import zlib from 'node:zlib';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { CoreApi } from '../../core/api.js';
 import type { BudgetTicket, ByteBudget } from '../../kernel/byte_budget.js';
 import { Cancellation } from '../../kernel/cancel.js';
-import { httpStatus, isServerFault, ServalError } from '../../kernel/errors.js';
+import { ServalError } from '../../kernel/errors.js';
 import { encodeJson } from '../../kernel/json.js';
 import type { Logger } from '../../kernel/log.js';
-import { freeSent, wholeBuffer } from '../../kernel/memory.js';
-import { addForwarded, forwardedHttpHeaders, type HeaderPattern } from '../header_forward.js';
+import { freeSent } from '../../kernel/memory.js';
+import type { HeaderPattern } from '../header_forward.js';
 import { type Restrictions, restrictHttp } from '../restricted.js';
-import { BodyTimeoutError, type BodyTimeouts, decompress, jsonObjectBody, readBody } from './body.js';
+import { type BodyTimeouts, jsonObjectBody, readBody } from './body.js';
 import { dashboardRoutes } from './dashboard.js';
+import { installFastInfer } from './fast_infer.js';
 import { generateRoutes } from './generate.js';
 import { probeHalfClosedClients } from './half_close.js';
-import { decodeInferRequest, encodeInferResponse } from './infer_codec.js';
+import { answerInfer, errorAnswer } from './infer_exchange.js';
 import { sharedMemoryRoutes } from './shared_memory.js';
 import { httpInferTracing, traceLoggingRoutes } from './trace_logging.js';
-
-const gzip = promisify(zlib.gzip);
-const deflate = promisify(zlib.deflate);
 
 export interface HttpOptions {
   maxInputSize: number;
@@ -35,37 +31,25 @@ export interface HttpOptions {
   bodyTimeouts?: BodyTimeouts;
   /** --http-header-forward-pattern: the headers an inference request forwards as request parameters. */
   forwardPattern?: HeaderPattern;
+  /**
+   * Plain inference requests on the lean connection path (fast_infer.ts); default true, off with
+   * SERVAL_HTTP_FAST_INFER=0. Never with restrictions, whose header checks are a fastify hook.
+   */
+  fastInfer?: boolean;
 }
-
-/** Responses at least this big go out as their chunks (JSON header, tensors) instead of one joined copy. */
-const STREAM_RESPONSE_BYTES = 1 << 20;
-const EMPTY = new Uint8Array(0);
 
 type ModelParams = { model: string; version?: string };
-
-/** Picks gzip or deflate when the client accepts it (tritonclient's response compression). */
-export function acceptedEncoding(header: string | string[] | undefined): 'gzip' | 'deflate' | undefined {
-  if (header === undefined) return undefined;
-  const accepted = new Map<string, number>();
-  for (const part of String(header).toLowerCase().split(',')) {
-    const [coding, ...params] = part.split(';').map((s) => s.trim());
-    if (!coding) continue;
-    const q = params.find((p) => p.startsWith('q='));
-    accepted.set(coding, q ? Number(q.slice(2)) || 0 : 1);
-  }
-  const gz = accepted.get('gzip') ?? 0;
-  const df = accepted.get('deflate') ?? 0;
-  if (gz > 0 && gz >= df) return 'gzip';
-  if (df > 0) return 'deflate';
-  return undefined;
-}
 
 export function buildHttpServer(core: CoreApi, log: Logger, opts: HttpOptions): FastifyInstance {
   // The `id` an inference request's body gave, for the log line of a fault: operators match it
   // with the client's own request id (gRPC logs the same field as request_id).
   const inferenceIds = new WeakMap<FastifyRequest, string>();
+  const keepAliveMs = 60_000;
   // bodyLimit is enforced by readBody; fastify's own check would answer before the body is read.
-  const app = Fastify({ logger: false, bodyLimit: Number.MAX_SAFE_INTEGER, keepAliveTimeout: 60_000 });
+  const app = Fastify({ logger: false, bodyLimit: Number.MAX_SAFE_INTEGER, keepAliveTimeout: keepAliveMs });
+  // Plain inference requests skip Node's HTTP objects and fastify (fast_infer.ts).
+  const fast = (opts.fastInfer ?? process.env.SERVAL_HTTP_FAST_INFER !== '0') && !opts.restrictions?.size;
+  if (fast) installFastInfer(app, core, log, { ...opts, keepAliveMs });
   // A client may send its whole request and then shut down its sending side (shutdown(SHUT_WR)):
   // it still reads the response. Node's default takes that end for an abort, drops the request
   // and closes. Half-open, the response is written, then the connection closed.
@@ -97,34 +81,11 @@ export function buildHttpServer(core: CoreApi, log: Logger, opts: HttpOptions): 
     readBody(payload, req.headers, opts.maxInputSize, done, admit(req), opts.bodyTimeouts),
   );
 
-  // The one error path: routes throw; ServalErrors map through the status table, fastify's own
-  // errors (body too large, aborted upload) keep their status, anything else is a 500. Server
-  // faults (INTERNAL, unexpected errors) are logged with the request id; refusals such as a full
-  // queue (503) are the client's answer, not a fault, and stay out of the log.
+  // The one error path: routes throw, errorAnswer (infer_exchange.ts) says what the client gets.
   app.setErrorHandler((err: Error & { statusCode?: number }, req, reply) => {
-    let status: number;
-    if (err instanceof ServalError) status = httpStatus(err.code);
-    else status = err.statusCode && err.statusCode >= 400 ? err.statusCode : 500;
-    if (status >= 500 && isServerFault(err)) {
-      const inferenceId = inferenceIds.get(req) || undefined;
-      log.error('http request failed', {
-        request_id: req.id,
-        inference_id: inferenceId,
-        method: req.method,
-        url: req.url,
-        status,
-        error: err.stack ?? err.message,
-      });
-    }
-    // The rest of a timed-out body may still come: the connection cannot carry another request.
-    if (err instanceof BodyTimeoutError) reply.header('connection', 'close');
-    // Triton's types, byte for byte: its infer handler answers errors as text/plain (a JSON body
-    // all the same), every other route as application/json; a Buffer keeps fastify from adding
-    // "; charset=utf-8" (observed on tritonserver 2.51: docs/reference/README.md).
-    return reply
-      .code(status)
-      .header('content-type', req.url.endsWith('/infer') ? 'text/plain' : 'application/json')
-      .send(Buffer.from(encodeJson({ error: err.message })));
+    const a = errorAnswer(err, log, { requestId: req.id, inferenceId: inferenceIds.get(req), method: req.method, url: req.url });
+    if (a.close) reply.header('connection', 'close');
+    return reply.code(a.status).header('content-type', a.contentType).send(a.body);
   });
   app.setNotFoundHandler((req, reply) => {
     reply
@@ -234,64 +195,32 @@ export function buildHttpServer(core: CoreApi, log: Logger, opts: HttpOptions): 
 
   const tracing = httpInferTracing(core);
   const infer = async (req: FastifyRequest<{ Params: ModelParams }>, reply: FastifyReply) => {
-    // Triton's refusal (CheckTransactionPolicy), before the body is decoded: many responses have no place in one HTTP reply.
-    if (core.isDecoupled(req.params.model, req.params.version ?? '')) {
-      throw ServalError.unsupported("HTTP end point doesn't support models with decoupled transaction policy");
-    }
     const trace = tracing.received(req);
     // A client that disconnects while its request is decoded or queued cancels it.
     const cancellation = new Cancellation();
     reply.raw.once('close', () => {
       if (!reply.raw.writableFinished) cancellation.cancel();
     });
-    let raw: Buffer | undefined = await decompress(req.headers, (req.body as Buffer | undefined) ?? Buffer.alloc(0), opts.maxInputSize);
-    const hdr = req.headers['inference-header-content-length'];
-    const headerLength = hdr === undefined ? undefined : Number(hdr);
-    const decoded = decodeInferRequest(raw, headerLength, req.params.model, req.params.version ?? '');
-    addForwarded(decoded.request.parameters, forwardedHttpHeaders(opts.forwardPattern, req.raw.rawHeaders));
-    decoded.request.cancellation = cancellation;
-    if (trace) decoded.request.trace = trace;
-    // The body is this request's alone and nothing below reads it once answered: its binary
-    // tensors may be handed to the model's worker as they are.
-    const own = wholeBuffer(raw);
-    if (own) decoded.request.ownMemory = own;
-    if (decoded.request.id) inferenceIds.set(req, decoded.request.id);
-    const result = await core.infer(decoded.request);
-    // Answered: the body and the tensors viewing it are let go before the response is encoded,
-    // so a large request's memory can be freed meanwhile.
+    const body = (req.body as Buffer | undefined) ?? Buffer.alloc(0);
+    // Dropped once answered, so a large request's memory can be freed while the response goes out.
     req.body = undefined;
-    raw = undefined;
-    for (const inp of decoded.request.inputs) inp.data = EMPTY;
-    trace?.stamp('INFER_RESPONSE_COMPLETE', process.hrtime.bigint());
-    const encoded = encodeInferResponse(result, decoded);
-    const first = encoded.chunks[0]!;
-    const total = encoded.chunks.reduce((n, c) => n + c.byteLength, 0);
-    const enc = acceptedEncoding(req.headers['accept-encoding']);
-    // A large binary response goes out chunk by chunk: joining them would copy every tensor once more.
-    const streamed = !enc && encoded.chunks.length > 1 && total >= STREAM_RESPONSE_BYTES;
-    let body: Buffer | Readable = streamed
-      ? Readable.from(encoded.chunks.map((c) => Buffer.from(c.buffer, c.byteOffset, c.byteLength)))
-      : encoded.chunks.length === 1
-        ? Buffer.from(first.buffer, first.byteOffset, first.byteLength)
-        : Buffer.concat(encoded.chunks, total);
-    // Memory that was the response's alone goes once its bytes are out: at once when they were
-    // copied into the body, else when the last chunk has been written.
-    const sent = result.outputs.map((o) => o.data);
-    if (streamed) {
-      reply.raw.once('finish', () => freeSent(sent));
-      reply.header('content-length', total);
-    } else freeSent(sent);
-    if (encoded.headerLength !== undefined) {
-      reply.header('inference-header-content-length', encoded.headerLength).header('content-type', 'application/octet-stream');
-    } else {
-      reply.header('content-type', 'application/json');
-    }
-    if (enc && body instanceof Buffer) {
-      body = enc === 'gzip' ? await gzip(body) : await deflate(body);
-      reply.header('content-encoding', enc);
+    const a = await answerInfer(core, opts, {
+      model: req.params.model,
+      version: req.params.version ?? '',
+      headers: req.headers,
+      rawHeaders: req.raw.rawHeaders,
+      body,
+      cancellation,
+      ...(trace && { trace }),
+      onId: (id) => inferenceIds.set(req, id),
+    });
+    for (const [k, v] of a.headers) reply.header(k, v);
+    if (a.streamed) {
+      reply.raw.once('finish', () => freeSent(a.sent));
+      reply.header('content-length', a.total);
     }
     if (trace) tracing.sending(req);
-    return reply.send(body);
+    return reply.send(a.streamed ? Readable.from(a.parts) : a.parts[0]);
   };
   app.post<{ Params: ModelParams }>('/v2/models/:model/infer', { onRequest: tracing.onRequest }, infer);
   app.post<{ Params: ModelParams }>('/v2/models/:model/versions/:version/infer', { onRequest: tracing.onRequest }, infer);
