@@ -208,6 +208,31 @@ describe('the lean path on the wire', () => {
     expect(r.map((x) => /"id":"(\w+)"/.exec(x)?.[1])).toEqual(['first', 'second']);
   });
 
+  it('keeps at most 32 requests of a connection in flight, and answers all of a long pipeline in order', async () => {
+    const core = echoCore();
+    let inFlight = 0;
+    let most = 0;
+    const echo = core.infer;
+    core.infer = async (req) => {
+      most = Math.max(most, ++inFlight);
+      try {
+        return await echo(req);
+      } finally {
+        inFlight--;
+      }
+    };
+    const { port } = await start(true, core);
+    const reqs = Array.from({ length: 100 }, (_, i) =>
+      inferRequest(
+        'echo',
+        JSON.stringify({ id: `n${i}`, parameters: { delay: 5 }, inputs: [{ name: 'A', datatype: 'INT32', shape: [1], data: [i] }] }),
+      ),
+    );
+    const r = await exchange(port, [reqs.join('')], 100);
+    expect(r.map((x) => /"id":"(\w+)"/.exec(x)?.[1])).toEqual(reqs.map((_, i) => `n${i}`));
+    expect(most).toBe(32);
+  });
+
   it('hands the connection to Node at the first other request, in order, also mid-pipeline', async () => {
     const { port, routed } = await start(true);
     const get = 'GET /v2/health/ready HTTP/1.1\r\nHost: x\r\n\r\n';

@@ -30,6 +30,11 @@ const MAX_HEAD = 16 << 10;
 const MAX_BODY = 64 << 10;
 /** How long a request that arrived in part may wait here for the rest before Node takes over. */
 const PARTIAL_WAIT_MS = 50;
+/**
+ * Requests of one connection in flight at once; past this, or while the socket's written answers
+ * wait for the client to read them, the connection is not read (Node's server pauses alike).
+ */
+const MAX_PIPELINED = 32;
 /** The probes of a half-closed client (half_close.ts does the same for Node's connections). */
 const PROBE_AFTER_MS = 50;
 const INFER_LINE = /^POST (\/v2\/models\/([^/?#%\s]+)(?:\/versions\/([^/?#%\s]+))?\/infer) HTTP\/1\.1$/;
@@ -127,6 +132,7 @@ export function installFastInfer(app: FastifyInstance, core: CoreApi, log: Logge
     private buf: Buffer | undefined;
     private readonly queue: Pending[] = [];
     private handing = false;
+    private held = false;
     private ended = false;
     private wait: NodeJS.Timeout | undefined;
     private probe: NodeJS.Timeout | undefined;
@@ -141,6 +147,7 @@ export function installFastInfer(app: FastifyInstance, core: CoreApi, log: Logge
       socket.on('close', this.onClose);
       socket.on('error', this.onError);
       socket.on('timeout', this.onTimeout);
+      socket.on('drain', this.onDrain);
     }
 
     private readonly onData = (chunk: Buffer): void => {
@@ -154,6 +161,11 @@ export function installFastInfer(app: FastifyInstance, core: CoreApi, log: Logge
     /** Serves every whole request buffered; hands over at the first that is not for here. */
     private take(): void {
       while (this.buf && !this.handing) {
+        if (this.blocked()) {
+          this.held = true;
+          this.socket.pause();
+          return;
+        }
         const r = parseFastRequest(this.buf);
         if (r === 'other' || closing) {
           this.handOver();
@@ -168,6 +180,18 @@ export function installFastInfer(app: FastifyInstance, core: CoreApi, log: Logge
         if (this.buf) this.recvStart = process.hrtime.bigint();
       }
     }
+
+    private blocked(): boolean {
+      return this.queue.length >= MAX_PIPELINED || this.socket.writableNeedDrain;
+    }
+
+    /** Reading again once the answers have room (a paused socket's unread requests are then taken). */
+    private readonly onDrain = (): void => {
+      if (!this.held || this.handing || this.blocked()) return;
+      this.held = false;
+      this.socket.resume();
+      this.take();
+    };
 
     private serve(req: Parsed): void {
       const p: Pending = { cancellation: new Cancellation() };
@@ -255,6 +279,7 @@ export function installFastInfer(app: FastifyInstance, core: CoreApi, log: Logge
         if (bytes.length > 1) socket.uncork();
         if (!core.isAccepting()) this.ended = true;
       }
+      this.onDrain();
       if (this.queue.length) return;
       clearTimeout(this.probe);
       if (this.ended) {
@@ -290,6 +315,7 @@ export function installFastInfer(app: FastifyInstance, core: CoreApi, log: Logge
       socket.removeListener('close', this.onClose);
       socket.removeListener('error', this.onError);
       socket.removeListener('timeout', this.onTimeout);
+      socket.removeListener('drain', this.onDrain);
       socket.setTimeout(0);
       if (socket.destroyed) return;
       for (const l of nodeListeners) l.call(server, socket);
