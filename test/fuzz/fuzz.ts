@@ -1,5 +1,6 @@
 // A bounded, seeded fuzzer (issue 14) over what a hostile client controls: HTTP JSON and binary
-// inference bodies and the other REST routes (fastify inject), the gRPC ModelInfer decoder (typed
+// inference bodies and the other REST routes (fastify inject), raw HTTP/1.1 bytes over a socket
+// (the lean inference path, fast_infer.ts, and Node's parser behind it), the gRPC ModelInfer decoder (typed
 // messages and mutated protobuf bytes, a grpc-js server on port 0), the config.pbtxt parser, and
 // the repository API with config overrides. Every case starts from a recorded valid request and
 // mutates it; a case fails on a crash (a programming error thrown instead of a ServalError, an
@@ -8,6 +9,7 @@
 // tens of thousands of cases take seconds. test/unit/fuzz.test.ts runs it in CI; `npm run fuzz --
 // --cases N` runs longer (test/fuzz/run.ts).
 import { readdirSync, readFileSync } from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import { gzipSync } from 'node:zlib';
 import * as grpc from '@grpc/grpc-js';
@@ -395,6 +397,59 @@ async function fuzzHttp(rng: Rng, app: FastifyInstance, cases: number): Promise<
   return r;
 }
 
+/** A plain inference request as raw HTTP/1.1 bytes: what the lean path (fast_infer.ts) takes. */
+function rawHttpInfer(binary: boolean): Buffer {
+  if (!binary) {
+    const body = JSON.stringify(jsonInfer());
+    return Buffer.from(`POST /v2/models/simple/infer HTTP/1.1\r\nHost: fuzz\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+  }
+  const header = Buffer.from(JSON.stringify(binaryInferHeader()));
+  const body = Buffer.concat([header, i32(range16), i32(range16)]);
+  const head = `POST /v2/models/simple/infer HTTP/1.1\r\nHost: fuzz\r\nInference-Header-Content-Length: ${header.byteLength}\r\nContent-Length: ${body.byteLength}\r\n\r\n`;
+  return Buffer.concat([Buffer.from(head), body]);
+}
+
+/** Sends `bytes` on a new connection, half-closes it, and resolves with all it answered once the server closes it. */
+function rawExchange(port: number, bytes: Buffer): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const s = net.connect(port, '127.0.0.1');
+    const got: Buffer[] = [];
+    s.on('data', (d) => got.push(d));
+    s.on('error', (e) => reject(e));
+    s.on('close', () => resolve(Buffer.concat(got)));
+    s.end(bytes);
+  });
+}
+
+/** Raw bytes over a socket: mutated heads and bodies, pipelines of a valid and a mutated request. */
+async function fuzzRawHttp(rng: Rng, port: number, cases: number): Promise<TargetReport> {
+  const r = report('raw HTTP/1.1 (lean path)');
+  for (let i = 0; i < cases; i++) {
+    const seed = rawHttpInfer(rng.bool(0.5));
+    const mutated = mutateBytes(rng, seed);
+    const bytes = rng.bool(0.3) ? Buffer.concat(rng.bool(0.5) ? [seed, mutated] : [mutated, seed]) : mutated;
+    r.cases++;
+    const what = bytes.subarray(0, 300).toString('latin1');
+    try {
+      const answer = await bounded(rawExchange(port, bytes), what);
+      // Every answer on the connection: a 5xx among them must be a documented one.
+      const statuses = [...answer.toString('latin1').matchAll(/HTTP\/1\.1 (\d{3}) [^\r]*\r\n(?:[^\r]+\r\n)*\r\n(.{0,200})/gs)];
+      if (statuses.length === 0) r.refused++; // closed without an answer (Node's way with some garbage)
+      for (const m of statuses) {
+        const code = Number(m[1]);
+        if (code === 100) continue;
+        if (code < 400) r.ok++;
+        else if (code < 500) r.refused++;
+        else if (code === 501 || DOCUMENTED.some((d) => d.test(m[2]!))) r.documented++;
+        else failure(r, `${code} ${m[2]} for ${JSON.stringify(what)}`);
+      }
+    } catch (e) {
+      failure(r, `${(e as Error).message} for ${JSON.stringify(what)}`);
+    }
+  }
+  return r;
+}
+
 type RawCall = (bytes: Buffer) => Promise<{ code: number; details: string }>;
 
 function rawInferCall(address: string): { call: RawCall; close: () => void } {
@@ -558,7 +613,7 @@ export interface FuzzOptions {
 }
 
 /** Shares of the cases per target. */
-const SHARES = { http: 0.45, grpc: 0.2, pbtxt: 0.28, repository: 0.07 };
+const SHARES = { http: 0.41, raw: 0.04, grpc: 0.2, pbtxt: 0.28, repository: 0.07 };
 
 export async function runFuzz(opts: FuzzOptions): Promise<TargetReport[]> {
   const rng = new Rng(opts.seed);
@@ -573,15 +628,19 @@ export async function runFuzz(opts: FuzzOptions): Promise<TargetReport[]> {
   const admin = await startTestCore([SIMPLE_TEST_MODEL, identityTestModel('identity', 'FP32', [4], 4)], { mode: 'explicit' });
   const adminApp = buildHttpServer(admin.core, capturedLogger().log, { maxInputSize: 1 << 20 });
   try {
-    await app.ready();
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const httpPort = (app.server.address() as net.AddressInfo).port;
     grpcServer = await startGrpcServer(serving.core, capturedLogger().log, '127.0.0.1', 0);
     reports.push(await fuzzHttp(rng, app, share('http')));
+    reports.push(await fuzzRawHttp(rng, httpPort, share('raw')));
     reports.push(await fuzzGrpc(rng, `127.0.0.1:${grpcServer.port}`, share('grpc')));
     reports.push(fuzzPbtxt(rng, share('pbtxt')));
     reports.push(await fuzzRepository(rng, adminApp, share('repository')));
     // The server still serves a valid request after all of it.
     const res = await app.inject({ method: 'POST', url: '/v2/models/simple/infer', payload: jsonInfer() });
     if (res.statusCode !== 200) reports[0]!.failures.push(`a valid request after fuzzing got ${res.statusCode} ${res.body}`);
+    const raw = (await rawExchange(httpPort, rawHttpInfer(true))).toString('latin1');
+    if (!raw.startsWith('HTTP/1.1 200 ')) reports[1]!.failures.push(`a valid raw request after fuzzing got ${raw.slice(0, 200)}`);
   } finally {
     await grpcServer?.shutdown();
     await app.close();

@@ -1,5 +1,5 @@
 // The bounded fuzzer (test/fuzz/fuzz.ts) in CI: 24,000 seeded cases over the HTTP JSON and binary
-// codecs, the gRPC ModelInfer decoder, the config.pbtxt parser and the repository API, with no
+// codecs, raw HTTP/1.1 bytes on sockets (the lean inference path), the gRPC ModelInfer decoder, the config.pbtxt parser and the repository API, with no
 // crash, hang or undocumented 5xx. The counts are printed; a failure prints its input. A fixed seed
 // keeps CI repeatable; SERVAL_FUZZ_SEED picks another.
 import { describe, expect, it } from 'vitest';
