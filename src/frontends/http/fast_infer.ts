@@ -16,6 +16,7 @@ import { Cancellation } from '../../kernel/cancel.js';
 import type { Logger } from '../../kernel/log.js';
 import { freeSent } from '../../kernel/memory.js';
 import type { RequestTrace } from '../../kernel/trace.js';
+import { probeAfterEnd } from './half_close.js';
 import { acceptedEncoding, answerInfer, errorAnswer, type InferExchangeOptions } from './infer_exchange.js';
 
 export interface FastInferOptions extends InferExchangeOptions {
@@ -35,8 +36,6 @@ const PARTIAL_WAIT_MS = 50;
  * wait for the client to read them, the connection is not read (Node's server pauses alike).
  */
 const MAX_PIPELINED = 32;
-/** The probes of a half-closed client (half_close.ts does the same for Node's connections). */
-const PROBE_AFTER_MS = 50;
 const INFER_LINE = /^POST (\/v2\/models\/([^/?#%\s]+)(?:\/versions\/([^/?#%\s]+))?\/infer) HTTP\/1\.1$/;
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 
@@ -51,6 +50,13 @@ function httpDate(): string {
     dateText = new Date(now).toUTCString();
   }
   return dateText;
+}
+
+/** A response head and a body in one buffer: one socket write. */
+function withHead(head: string, body: Buffer): Buffer {
+  const out = Buffer.allocUnsafe(head.length + body.byteLength);
+  body.copy(out, out.write(head, 0, 'latin1'));
+  return out;
 }
 
 interface Parsed {
@@ -135,19 +141,26 @@ export function installFastInfer(app: FastifyInstance, core: CoreApi, log: Logge
     private held = false;
     private ended = false;
     private wait: NodeJS.Timeout | undefined;
-    private probe: NodeJS.Timeout | undefined;
+    private stopProbes: (() => void) | undefined;
     private recvStart = 0n;
 
     constructor(private readonly socket: Socket) {
       connections.add(this);
       socket.setNoDelay(true);
       socket.setTimeout(opts.keepAliveMs);
-      socket.on('data', this.onData);
-      socket.on('end', this.onEnd);
-      socket.on('close', this.onClose);
-      socket.on('error', this.onError);
-      socket.on('timeout', this.onTimeout);
-      socket.on('drain', this.onDrain);
+      for (const [event, fn] of this.listeners()) socket.on(event, fn);
+    }
+
+    /** Every socket listener of this path: added together, removed together at the hand-over. */
+    private listeners(): Array<[string, Parameters<Socket['removeListener']>[1]]> {
+      return [
+        ['data', this.onData],
+        ['end', this.onEnd],
+        ['close', this.onClose],
+        ['error', this.onError],
+        ['timeout', this.onTimeout],
+        ['drain', this.onDrain],
+      ];
     }
 
     private readonly onData = (chunk: Buffer): void => {
@@ -222,36 +235,26 @@ export function installFastInfer(app: FastifyInstance, core: CoreApi, log: Logge
         });
         if (a.streamed) p.written = () => freeSent(a.sent);
         const head = this.head(200, a.headers, a.total);
-        if (!a.streamed && a.parts.length === 1) {
-          // One write: the head and the body in one buffer.
-          const body = a.parts[0]!;
-          const out = Buffer.allocUnsafe(Buffer.byteLength(head, 'latin1') + body.byteLength);
-          const at = out.write(head, 0, 'latin1');
-          body.copy(out, at);
-          return [out];
-        }
-        return [Buffer.from(head, 'latin1'), ...a.parts];
+        return !a.streamed && a.parts.length === 1 ? [withHead(head, a.parts[0]!)] : [Buffer.from(head, 'latin1'), ...a.parts];
       };
       run().then(
         (bytes) => this.ready(p, bytes),
         (err: Error & { statusCode?: number }) => {
           const a = errorAnswer(err, log, { requestId, inferenceId, method: 'POST', url: req.url });
-          const head = this.head(a.status, [['content-type', a.contentType]], a.body.byteLength);
-          this.ready(p, [Buffer.concat([Buffer.from(head, 'latin1'), a.body])]);
+          this.ready(p, [withHead(this.head(a.status, [['content-type', a.contentType]], a.body.byteLength), a.body)]);
         },
       );
     }
 
     /** The response head as Node and fastify write it (their header order and names). */
     private head(status: number, headers: ReadonlyArray<readonly [string, string | number]>, length: number): string {
+      const accepting = core.isAccepting();
       let h = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Unknown'}\r\n`;
       for (const [k, v] of headers) h += `${k}: ${v}\r\n`;
       // While shutting down, responses close their keep-alive connections (server.ts's onSend).
-      if (!core.isAccepting()) h += 'connection: close\r\n';
+      if (!accepting) h += 'connection: close\r\n';
       h += `content-length: ${length}\r\nDate: ${httpDate()}\r\n`;
-      return core.isAccepting()
-        ? `${h}Connection: keep-alive\r\nKeep-Alive: timeout=${Math.floor(opts.keepAliveMs / 1000)}\r\n\r\n`
-        : `${h}\r\n`;
+      return accepting ? `${h}Connection: keep-alive\r\nKeep-Alive: timeout=${Math.floor(opts.keepAliveMs / 1000)}\r\n\r\n` : `${h}\r\n`;
     }
 
     private ready(p: Pending, bytes: Buffer[]): void {
@@ -281,7 +284,7 @@ export function installFastInfer(app: FastifyInstance, core: CoreApi, log: Logge
       }
       this.onDrain();
       if (this.queue.length) return;
-      clearTimeout(this.probe);
+      this.stopProbes?.();
       if (this.ended) {
         this.finish();
         return;
@@ -310,12 +313,7 @@ export function installFastInfer(app: FastifyInstance, core: CoreApi, log: Logge
       }
       if (!connections.delete(this)) return;
       const socket = this.socket;
-      socket.removeListener('data', this.onData);
-      socket.removeListener('end', this.onEnd);
-      socket.removeListener('close', this.onClose);
-      socket.removeListener('error', this.onError);
-      socket.removeListener('timeout', this.onTimeout);
-      socket.removeListener('drain', this.onDrain);
+      for (const [event, fn] of this.listeners()) socket.removeListener(event, fn);
       socket.setTimeout(0);
       if (socket.destroyed) return;
       for (const l of nodeListeners) l.call(server, socket);
@@ -339,18 +337,16 @@ export function installFastInfer(app: FastifyInstance, core: CoreApi, log: Logge
         return;
       }
       // A half-closed client may still read its answers; one that left is found by writing to it.
-      const probe = (left: number): void => {
-        if (!this.queue.length || this.socket.destroyed) return;
-        this.socket.write('HTTP/1.1 100 Continue\r\n\r\n');
-        if (left > 1) this.probe = setTimeout(() => probe(left - 1), PROBE_AFTER_MS).unref();
-      };
-      this.probe = setTimeout(() => probe(2), PROBE_AFTER_MS).unref();
+      this.stopProbes = probeAfterEnd(
+        () => this.queue.length > 0 && !this.socket.destroyed,
+        () => this.socket.write('HTTP/1.1 100 Continue\r\n\r\n'),
+      );
     };
 
     private readonly onClose = (): void => {
       connections.delete(this);
       clearTimeout(this.wait);
-      clearTimeout(this.probe);
+      this.stopProbes?.();
       // Requests still queued or running are cancelled, as Node's route cancels on the response's close.
       for (const p of this.queue) {
         p.cancellation.cancel();

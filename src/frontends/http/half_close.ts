@@ -12,26 +12,37 @@ import type { FastifyInstance } from 'fastify';
 /** How long after the end of the client's side an unanswered request is probed (ms). */
 const PROBE_AFTER_MS = 50;
 
+/**
+ * Once a client's side has ended: while `unanswered()`, writes an interim `100 Continue` after
+ * PROBE_AFTER_MS and a second one as long again later (the lean path, fast_infer.ts, probes its
+ * connections with this too). Returns what stops the probes.
+ */
+export function probeAfterEnd(unanswered: () => boolean, writeContinue: () => void): () => void {
+  let timer: NodeJS.Timeout | undefined;
+  const probe = (left: number): void => {
+    timer = undefined;
+    if (!unanswered()) return;
+    writeContinue();
+    if (left > 1) timer = setTimeout(() => probe(left - 1), PROBE_AFTER_MS).unref();
+  };
+  if (unanswered()) timer = setTimeout(() => probe(2), PROBE_AFTER_MS).unref();
+  return () => clearTimeout(timer);
+}
+
 export function probeHalfClosedClients(app: FastifyInstance): void {
   app.addHook('onRequest', (req, reply, done) => {
     const socket = req.raw.socket;
     const res = reply.raw;
-    let timer: NodeJS.Timeout | undefined;
+    let stop: (() => void) | undefined;
     const unanswered = (): boolean => !res.headersSent && !res.writableEnded && !socket.destroyed;
-    const probe = (left: number): void => {
-      timer = undefined;
-      if (!unanswered()) return;
-      res.writeContinue();
-      if (left > 1) timer = setTimeout(() => probe(left - 1), PROBE_AFTER_MS).unref();
-    };
     const ended = (): void => {
-      if (unanswered()) timer = setTimeout(() => probe(2), PROBE_AFTER_MS).unref();
+      stop = probeAfterEnd(unanswered, () => res.writeContinue());
     };
     if (socket.readableEnded) ended();
     else socket.once('end', ended);
     res.once('close', () => {
       socket.off('end', ended);
-      clearTimeout(timer);
+      stop?.();
     });
     done();
   });
