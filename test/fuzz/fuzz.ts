@@ -17,11 +17,13 @@ import type * as protoLoader from '@grpc/proto-loader';
 import type { FastifyInstance } from 'fastify';
 import { toTritonConfigJson } from '../../src/config/config_json.js';
 import { parseModelConfigText } from '../../src/config/pbtxt.js';
+import { encodeHeaders, HpackDecoder } from '../../src/frontends/grpc/h2/hpack.js';
 import { loadProtos } from '../../src/frontends/grpc/proto.js';
 import { type GrpcServer, startGrpcServer } from '../../src/frontends/grpc/server.js';
 import { buildHttpServer } from '../../src/frontends/http/server.js';
 import { projectRoot } from '../../src/kernel/paths.js';
 import { capturedLogger } from '../helpers/frontends.js';
+import { H2_PREFACE, h2Frame } from '../helpers/h2.js';
 import { identityTestModel, SIMPLE_TEST_MODEL, startTestCore } from '../helpers/test_core.js';
 
 /** A case that has not answered in this long hangs. */
@@ -522,6 +524,102 @@ async function fuzzGrpc(rng: Rng, address: string, cases: number): Promise<Targe
   return r;
 }
 
+/** A whole HTTP/2 connection's bytes with one or two unary ModelInfer calls: what the lean gRPC path (lean_grpc.ts) reads. */
+function rawH2Infer(message: Buffer, streams: number): Buffer {
+  const prefix = Buffer.alloc(5);
+  prefix.writeUInt32BE(message.length, 1);
+  const block = encodeHeaders([
+    [':method', 'POST'],
+    [':scheme', 'http'],
+    [':path', '/inference.GRPCInferenceService/ModelInfer'],
+    [':authority', 'fuzz'],
+    ['content-type', 'application/grpc'],
+    ['te', 'trailers'],
+  ]);
+  const parts = [H2_PREFACE, h2Frame(4, 0, 0, Buffer.alloc(0))];
+  for (let i = 0; i < streams; i++) {
+    parts.push(h2Frame(1, 4, 1 + 2 * i, block), h2Frame(0, 1, 1 + 2 * i, Buffer.concat([prefix, message])));
+  }
+  return Buffer.concat(parts);
+}
+
+/**
+ * Sends `bytes` on a new connection and resolves with what the server sent once it closes the
+ * connection or has been quiet for 30 ms (an HTTP/2 server may rightly wait for the rest of a
+ * frame a mutation made longer). The connection is not half-closed: that would end it at once.
+ */
+function h2Exchange(port: number, bytes: Buffer): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const s = net.connect(port, '127.0.0.1');
+    const got: Buffer[] = [];
+    let quiet: NodeJS.Timeout | undefined;
+    const settle = (): void => {
+      clearTimeout(quiet);
+      quiet = setTimeout(() => s.destroy(), 30);
+    };
+    s.on('data', (d) => {
+      got.push(d);
+      settle();
+    });
+    s.on('error', (e) => reject(e));
+    s.on('close', () => {
+      clearTimeout(quiet);
+      resolve(Buffer.concat(got));
+    });
+    s.write(bytes, () => settle());
+  });
+}
+
+/** The grpc-status of every stream that ended with one, read from the server's frames. */
+function h2Statuses(bytes: Buffer): number[] {
+  const hpack = new HpackDecoder();
+  const statuses: number[] = [];
+  let at = 0;
+  while (at + 9 <= bytes.length) {
+    const len = bytes.readUIntBE(at, 3);
+    if (at + 9 + len > bytes.length) break;
+    if (bytes[at + 3] === 1) {
+      const fields = hpack.decode(bytes.subarray(at + 9, at + 9 + len));
+      const status = fields.find(([n]) => n === 'grpc-status');
+      if (status) statuses.push(Number(status[1]));
+    }
+    at += 9 + len;
+  }
+  return statuses;
+}
+
+/**
+ * Raw HTTP/2 over a socket to the gRPC port: a valid connection's bytes (preface, SETTINGS,
+ * HEADERS, DATA; one call or two) mutated anywhere. The server must close or answer every
+ * connection in time and never crash; a status it answers INTERNAL must be a documented one.
+ */
+async function fuzzRawGrpc(rng: Rng, port: number, seeds: Buffer[], cases: number): Promise<TargetReport> {
+  const r = report('raw HTTP/2 (lean gRPC path)');
+  for (let i = 0; i < cases; i++) {
+    const bytes = mutateBytes(rng, rawH2Infer(rng.pick(seeds), rng.bool(0.3) ? 2 : 1));
+    r.cases++;
+    const what = `h2 bytes ${bytes.toString('hex').slice(0, 400)}`;
+    try {
+      const answer = await bounded(h2Exchange(port, bytes), what);
+      let statuses: number[] = [];
+      try {
+        statuses = h2Statuses(answer);
+      } catch {
+        // A GOAWAY's debug data or a cut frame: nothing more to read.
+      }
+      if (statuses.length === 0) r.refused++;
+      for (const code of statuses) {
+        if (code === grpc.status.OK) r.ok++;
+        else if (code !== grpc.status.INTERNAL && code !== grpc.status.UNKNOWN) r.refused++;
+        else r.documented++;
+      }
+    } catch (e) {
+      failure(r, `${(e as Error).message} for ${what}`);
+    }
+  }
+  return r;
+}
+
 /** A thrown error that means a bug, not a refusal. */
 const isCrash = (e: unknown): boolean =>
   !(e instanceof Error) || e instanceof TypeError || e instanceof RangeError || e instanceof ReferenceError;
@@ -613,7 +711,7 @@ export interface FuzzOptions {
 }
 
 /** Shares of the cases per target. */
-const SHARES = { http: 0.41, raw: 0.04, grpc: 0.2, pbtxt: 0.28, repository: 0.07 };
+const SHARES = { http: 0.41, raw: 0.04, grpc: 0.19, rawGrpc: 0.01, pbtxt: 0.28, repository: 0.07 };
 
 export async function runFuzz(opts: FuzzOptions): Promise<TargetReport[]> {
   const rng = new Rng(opts.seed);
@@ -634,6 +732,9 @@ export async function runFuzz(opts: FuzzOptions): Promise<TargetReport[]> {
     reports.push(await fuzzHttp(rng, app, share('http')));
     reports.push(await fuzzRawHttp(rng, httpPort, share('raw')));
     reports.push(await fuzzGrpc(rng, `127.0.0.1:${grpcServer.port}`, share('grpc')));
+    const method = (loadProtos(['grpc_service.proto'])['inference.GRPCInferenceService'] as protoLoader.ServiceDefinition).ModelInfer!;
+    const h2Seeds = [method.requestSerialize(grpcSeed(true)), method.requestSerialize(grpcSeed(false))];
+    reports.push(await fuzzRawGrpc(rng, grpcServer.port, h2Seeds, share('rawGrpc')));
     reports.push(fuzzPbtxt(rng, share('pbtxt')));
     reports.push(await fuzzRepository(rng, adminApp, share('repository')));
     // The server still serves a valid request after all of it.
@@ -641,6 +742,9 @@ export async function runFuzz(opts: FuzzOptions): Promise<TargetReport[]> {
     if (res.statusCode !== 200) reports[0]!.failures.push(`a valid request after fuzzing got ${res.statusCode} ${res.body}`);
     const raw = (await rawExchange(httpPort, rawHttpInfer(true))).toString('latin1');
     if (!raw.startsWith('HTTP/1.1 200 ')) reports[1]!.failures.push(`a valid raw request after fuzzing got ${raw.slice(0, 200)}`);
+    const { call, close } = rawInferCall(`127.0.0.1:${grpcServer.port}`);
+    const after = await call(h2Seeds[0]!).finally(close);
+    if (after.code !== grpc.status.OK) reports[3]!.failures.push(`a valid gRPC call after fuzzing got ${after.code} ${after.details}`);
   } finally {
     await grpcServer?.shutdown();
     await app.close();

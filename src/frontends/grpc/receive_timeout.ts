@@ -260,4 +260,13 @@ export function gatherMessages(stream: ServerHttp2Stream, opts: { limits?: Recei
     }
     return ok;
   };
+
+  // Data Node took in before the stream reached grpc-js (a session can push a read's DATA
+  // before its stream is dispatched) is taken back and passed through the above.
+  // Once the client's end is in too, the message is all there: it is left as it is.
+  const ended = (stream as unknown as { _readableState?: { ended?: boolean } })._readableState?.ended ?? true;
+  if (stream.readableLength > 0 && !ended) {
+    const early = stream.read() as Buffer | null;
+    if (early) stream.push(early);
+  }
 }

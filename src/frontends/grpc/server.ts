@@ -30,12 +30,13 @@ import type { RepositoryIndexRequest__Output } from './generated/inference/Repos
 import type { RepositoryModelLoadRequest__Output } from './generated/inference/RepositoryModelLoadRequest.js';
 import type { RepositoryModelUnloadRequest__Output } from './generated/inference/RepositoryModelUnloadRequest.js';
 import { readInferRequest, type WireInferRequest, writeInferResponse } from './infer_wire.js';
+import { serveLeanGrpc } from './lean_grpc.js';
 import { loadProtos } from './proto.js';
 import type { ReceiveLimits } from './receive_timeout.js';
 import { sharedMemoryHandlers } from './shared_memory.js';
 import { streamInfer } from './stream.js';
 import { traceLoggingHandlers } from './trace_logging.js';
-import { grpcFault, modelInfer, serveUnaryInfer } from './unary_infer.js';
+import { grpcFault, modelInfer, serveUnaryInfer, type UnaryInferOptions } from './unary_infer.js';
 
 // Triton accepts messages up to 2 GiB; grpc-js defaults to 4 MiB.
 const MAX_MESSAGE = 2 ** 31 - 1;
@@ -182,7 +183,8 @@ export async function startGrpcServer(
       return infer(r, { cancellation, ...(forwarded && { forwarded }) }, writeInferResponse);
     }),
   });
-  serveUnaryInfer(server, {
+  // One unary ModelInfer, on grpc-js' sessions and on lean connections alike.
+  const unaryInfer: UnaryInferOptions = {
     run: infer,
     log,
     maxMessage: MAX_MESSAGE,
@@ -190,7 +192,8 @@ export async function startGrpcServer(
     forward,
     budget: opts.budget,
     limits: opts.limits,
-  });
+  };
+  serveUnaryInfer(server, unaryInfer);
 
   addService(pkg.grpc.health.v1.Health.service, {
     Check: unary((r: HealthCheckRequest__Output) => {
@@ -204,12 +207,15 @@ export async function startGrpcServer(
   const bound = await new Promise<number>((resolve, reject) =>
     server.bindAsync(`${host}:${port}`, credentials, (err, p) => (err ? reject(err) : resolve(p))),
   );
+  // Before the two below, so the in-process connections it makes to grpc-js get them too.
+  const lean = serveLeanGrpc(server, { ...unaryInfer, keepalive: opts.keepalive });
   policeServerPings(server, opts.keepalive);
   widenFlowControl(server);
   log.debug('grpc server bound', { port: bound });
   const shutdown = (): Promise<void> => {
     streams.drain();
-    return new Promise<void>((r) => server.tryShutdown(() => r()));
+    const closed = new Promise<void>((r) => server.tryShutdown(() => r()));
+    return lean ? Promise.all([closed, lean.shutdown()]).then(() => {}) : closed;
   };
   return { server, port: bound, shutdown };
 }

@@ -180,13 +180,18 @@ export function serveUnaryInfer(server: grpc.Server, opts: UnaryInferOptions): b
       // cancels the call) and the idle-timeout count of open streams.
       stream.once('error', () => {});
       this.onStreamOpened?.(stream);
-      new UnaryInferCall(stream, headers, opts);
+      const call = new UnaryInferCall(new NodeUnaryStream(stream), headers, opts);
+      // After an answer, what the client still sends is read and dropped (as grpc-js does).
+      stream.on('data', (chunk: Buffer) => call.data(chunk));
+      stream.once('end', () => call.end());
+      stream.once('close', () => call.close());
     };
   }
   return true;
 }
 
-function takes(headers: IncomingHttpHeaders): boolean {
+/** Whether a stream with these headers is a call this transport serves (else grpc-js does). */
+export function takes(headers: IncomingHttpHeaders): boolean {
   if (headers[':path'] !== MODEL_INFER_PATH) return false;
   const type = headers['content-type'];
   if (typeof type !== 'string' || !type.startsWith('application/grpc')) return false;
@@ -196,8 +201,67 @@ function takes(headers: IncomingHttpHeaders): boolean {
   return timeout === undefined || (typeof timeout === 'string' && TIMEOUT.test(timeout));
 }
 
-/** One call: reads the message into one allocation, runs it, answers it; every end is handled once. */
-class UnaryInferCall {
+/** What a unary call needs of its HTTP/2 stream, whichever HTTP/2 implementation carries it. */
+export interface UnaryStream {
+  /** The stream is closed or reset: nothing can be sent. */
+  gone(): boolean;
+  /** A status with no message: a trailers-only response. */
+  fail(code: number, details: string): void;
+  /** The response headers, `parts` as DATA, then the OK trailers; `written` once written or dropped. */
+  respond(parts: readonly Uint8Array[], written: () => void): void;
+  /** A receive limit passed: DEADLINE_EXCEEDED with `details`, then RST_STREAM NO_ERROR (receive_timeout.ts). */
+  timedOut(details: string): void;
+}
+
+/** A unary call on one of Node's HTTP/2 streams (grpc-js' sessions). */
+class NodeUnaryStream implements UnaryStream {
+  constructor(private readonly stream: ServerHttp2Stream) {}
+
+  gone(): boolean {
+    return this.stream.destroyed || this.stream.closed;
+  }
+
+  fail(code: number, details: string): void {
+    try {
+      this.stream.respond(
+        { ':status': 200, 'content-type': 'application/grpc+proto', 'grpc-status': code, 'grpc-message': encodeURI(details) },
+        { endStream: true },
+      );
+    } catch {
+      // The stream ended meanwhile: there is no one to answer.
+    }
+  }
+
+  respond(parts: readonly Uint8Array[], written: () => void): void {
+    const stream = this.stream;
+    try {
+      if (respondInOneWrite(stream, RESPONSE_HEADERS, parts, OK_TRAILER_LIST, written)) return;
+      stream.respond(RESPONSE_HEADERS, { waitForTrailers: true });
+      stream.once('wantTrailers', () => {
+        try {
+          stream.sendTrailers(OK_TRAILERS);
+        } catch {
+          // Reset by the client after the last byte: nothing left to tell it.
+        }
+      });
+      writeParts(stream, parts, written);
+      stream.end();
+    } catch {
+      // The stream ended meanwhile.
+    }
+  }
+
+  timedOut(details: string): void {
+    endTimedOut(this.stream, details);
+  }
+}
+
+/**
+ * One call: reads the message into one allocation, runs it, answers it; every end is handled
+ * once. Its transport feeds it the stream's bytes (`data`), the client's end (`end`) and the
+ * stream's close or reset (`close`).
+ */
+export class UnaryInferCall {
   private readonly prefix = Buffer.allocUnsafe(5);
   private prefixGot = 0;
   private message: Buffer | undefined;
@@ -216,14 +280,10 @@ class UnaryInferCall {
   private readonly forwarded: Record<string, string> | undefined;
 
   constructor(
-    private readonly stream: ServerHttp2Stream,
+    private readonly stream: UnaryStream,
     headers: IncomingHttpHeaders,
     private readonly opts: UnaryInferOptions,
   ) {
-    // After an answer, what the client still sends is read and dropped (as grpc-js does).
-    stream.on('data', (chunk: Buffer) => this.onData(chunk));
-    stream.once('end', () => this.onEnd());
-    stream.once('close', () => this.onClose());
     if (opts.limits) this.clock = new MessageClock(opts.limits, (details) => this.timedOut(details));
     const timeout = headers['grpc-timeout'];
     const m = typeof timeout === 'string' ? TIMEOUT.exec(timeout) : null;
@@ -238,7 +298,7 @@ class UnaryInferCall {
     if (details !== undefined) this.fail(grpc.status.UNAVAILABLE, details);
   }
 
-  private onData(chunk: Buffer): void {
+  data(chunk: Buffer): void {
     if (this.answered) return;
     let at = 0;
     while (at < chunk.byteLength) {
@@ -294,10 +354,10 @@ class UnaryInferCall {
   private timedOut(details: string): void {
     if (this.answered) return;
     this.finish();
-    endTimedOut(this.stream, details);
+    this.stream.timedOut(details);
   }
 
-  private onEnd(): void {
+  end(): void {
     if (this.answered) return;
     const message = this.message;
     if (!message || !this.complete) {
@@ -329,7 +389,7 @@ class UnaryInferCall {
     this.fail(grpc.status.DEADLINE_EXCEEDED, 'Deadline exceeded');
   }
 
-  private onClose(): void {
+  close(): void {
     // Reset or closed by the client before the answer (or after a deadline): the request is dropped.
     this.finish();
   }
@@ -349,23 +409,11 @@ class UnaryInferCall {
     if (this.running) this.cancellation.cancel();
   }
 
-  private gone(): boolean {
-    return this.stream.destroyed || this.stream.closed;
-  }
-
   /** A status with no message: a trailers-only response, as grpc-js sends it. */
   private fail(code: number, details: string): void {
     if (this.answered) return;
     this.finish();
-    if (this.gone()) return;
-    try {
-      this.stream.respond(
-        { ':status': 200, 'content-type': 'application/grpc+proto', 'grpc-status': code, 'grpc-message': encodeURI(details) },
-        { endStream: true },
-      );
-    } catch {
-      // The stream ended meanwhile: there is no one to answer.
-    }
+    if (!this.stream.gone()) this.stream.fail(code, details);
   }
 
   private respond(parts: Uint8Array[], size: number): void {
@@ -376,25 +424,8 @@ class UnaryInferCall {
       return;
     }
     this.finish();
-    if (this.gone()) return;
-    const stream = this.stream;
-    try {
-      // Memory that was the response's alone goes once the last part is written (or dropped
-      // with the stream), not at some later full collection.
-      const written = (): void => freeSent(parts);
-      if (respondInOneWrite(stream, RESPONSE_HEADERS, parts, OK_TRAILER_LIST, written)) return;
-      stream.respond(RESPONSE_HEADERS, { waitForTrailers: true });
-      stream.once('wantTrailers', () => {
-        try {
-          stream.sendTrailers(OK_TRAILERS);
-        } catch {
-          // Reset by the client after the last byte: nothing left to tell it.
-        }
-      });
-      writeParts(stream, parts, written);
-      stream.end();
-    } catch {
-      // The stream ended meanwhile.
-    }
+    // Memory that was the response's alone goes once the last part is written (or dropped
+    // with the stream), not at some later full collection.
+    if (!this.stream.gone()) this.stream.respond(parts, () => freeSent(parts));
   }
 }
