@@ -323,6 +323,36 @@ describe('lean gRPC connections', () => {
   });
 });
 
+describe('lean gRPC path off', () => {
+  it('without a folder for its socket, grpc-js serves every connection, and says why', async () => {
+    const tmp = process.env.TMPDIR;
+    process.env.TMPDIR = '/nonexistent/serval-lean-test';
+    const logged = capturedLogger();
+    let g: GrpcServer | undefined;
+    try {
+      g = await startGrpcServer(echoCore(), logged.log, '127.0.0.1', 0);
+    } finally {
+      if (tmp === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = tmp;
+    }
+    const counts = sessionCounts(g);
+    const client = grpcClient(`127.0.0.1:${g.port}`);
+    try {
+      const res = await client.call<{ raw_output_contents: Buffer[] }>('ModelInfer', {
+        model_name: 'echo',
+        inputs: [{ name: 'INPUT0', datatype: 'UINT8', shape: [1, 2] }],
+        raw_input_contents: [Buffer.from('ok')],
+      });
+      expect(res.raw_output_contents[0]!.toString()).toBe('ok');
+      expect(counts.listening).toBe(1);
+      expect(logged.lines.some((l) => l.includes('grpc-js serves every connection'))).toBe(true);
+    } finally {
+      client.close();
+      g.server.forceShutdown();
+    }
+  });
+});
+
 describe('lean gRPC shutdown', () => {
   it('sends GOAWAY to an idle connection and closes it; shutdown resolves', async () => {
     const g = await startGrpcServer(echoCore(), capturedLogger().log, '127.0.0.1', 0);

@@ -103,11 +103,23 @@ export function serveLeanGrpc(server: grpc.Server, opts: LeanGrpcOptions): LeanG
     (l) => (l as NetServer).listening && !('setSecureContext' in l) && l.listeners('connection').length === 1,
   );
   if (plain.length === 0 || typeof server.createConnectionInjector !== 'function') return undefined;
-  const injector = server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
   // Streams passed on reach grpc-js over a Unix socket in a private folder: a real socket, so
   // Node's http2 reads it natively on both ends (its JS-stream adapter stalls large uploads).
-  const dir = mkdtempSync(path.join(tmpdir(), 'serval-grpc-'));
+  let dir: string;
+  try {
+    dir = mkdtempSync(path.join(tmpdir(), 'serval-grpc-'));
+  } catch (e) {
+    opts.log.warn("no folder for the lean gRPC path's socket: grpc-js serves every connection", { error: String(e) });
+    return undefined;
+  }
   const socketPath = path.join(dir, 'proxy.sock');
+  // A Unix socket's path has a length limit (108 bytes on Linux).
+  if (Buffer.byteLength(socketPath) > 100) {
+    rmSync(dir, { recursive: true, force: true });
+    opts.log.warn('the temporary folder path is too long for a Unix socket: grpc-js serves every connection', { path: socketPath });
+    return undefined;
+  }
+  const injector = server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
   const internal = net.createServer((c) => injector.injectConnection(c));
   internal.on('error', (e) => opts.log.error('grpc proxy listener failed', { error: String(e) }));
   internal.listen(socketPath);
