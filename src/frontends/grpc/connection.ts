@@ -65,32 +65,50 @@ export function keepaliveOptions(k: GrpcKeepalive | undefined): grpc.ServerOptio
 const IDLE_PING_INTERVAL_MS = 2 * 60 * 60 * 1000;
 
 /**
- * gRPC core's ping abuse policy on one HTTP/2 session: a client PING sooner than the allowed
+ * gRPC core's ping abuse policy for one connection: a client PING sooner than the allowed
  * interval after the previous one is a strike; more than maxPingStrikes strikes end the
  * connection with GOAWAY ENHANCE_YOUR_CALM and "too_many_pings", which gRPC clients read as a
  * request to ping less. The interval is minRecvPingIntervalMs while calls are open and 2 hours on
  * an idle connection unless permitWithoutCalls. Strikes start over when a call starts (gRPC core:
- * when the server sends headers or data, which every call makes it do).
+ * when the server sends headers or data, which every call makes it do). Used on grpc-js' sessions
+ * (policePings) and on the lean path's connections (lean_grpc.ts).
  */
+export class PingPolicy {
+  private strikes = 0;
+  private lastPing = Number.NEGATIVE_INFINITY;
+
+  constructor(private readonly k: GrpcKeepalive) {}
+
+  /** A call started: strikes start over. */
+  callStarted(): void {
+    this.strikes = 0;
+    this.lastPing = Number.NEGATIVE_INFINITY;
+  }
+
+  /** A client PING arrived while `open` calls are open: whether it is a strike too many (GOAWAY due). */
+  tooMany(open: number): boolean {
+    const k = this.k;
+    const now = performance.now();
+    const interval = open === 0 && !k.permitWithoutCalls ? IDLE_PING_INTERVAL_MS : k.minRecvPingIntervalMs;
+    const tooSoon = now < this.lastPing + interval;
+    this.lastPing = now;
+    if (!tooSoon) return false;
+    this.strikes++;
+    return k.maxPingStrikes !== 0 && this.strikes > k.maxPingStrikes;
+  }
+}
+
+/** PingPolicy on one of Node's HTTP/2 sessions (grpc-js'). */
 export function policePings(session: http2.ServerHttp2Session, k: GrpcKeepalive): void {
-  let strikes = 0;
-  let lastPing = Number.NEGATIVE_INFINITY;
+  const policy = new PingPolicy(k);
   let open = 0;
   session.on('stream', (stream: http2.ServerHttp2Stream) => {
-    strikes = 0;
-    lastPing = Number.NEGATIVE_INFINITY;
+    policy.callStarted();
     open++;
     stream.once('close', () => open--);
   });
   session.on('ping', () => {
-    const now = performance.now();
-    const idle = open === 0;
-    const interval = idle && !k.permitWithoutCalls ? IDLE_PING_INTERVAL_MS : k.minRecvPingIntervalMs;
-    const tooSoon = now < lastPing + interval;
-    lastPing = now;
-    if (!tooSoon) return;
-    strikes++;
-    if (k.maxPingStrikes === 0 || strikes <= k.maxPingStrikes || session.closed || session.destroyed) return;
+    if (!policy.tooMany(open) || session.closed || session.destroyed) return;
     // Every stream is let finish (the highest id); new ones are refused.
     session.goaway(http2.constants.NGHTTP2_ENHANCE_YOUR_CALM, ~(1 << 31), Buffer.from('too_many_pings'));
     session.close();

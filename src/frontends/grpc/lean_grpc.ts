@@ -1,7 +1,7 @@
 // The lean gRPC path: plain-text HTTP/2 connections to the gRPC port are read in JS
 // (h2/session.ts) instead of by Node's http2, and their unary ModelInfer calls (those
 // unary_infer.ts takes) are served right there by the same UnaryInferCall; every other stream
-// goes on to grpc-js through an in-process connection (h2/proxy.ts), so metadata, streaming,
+// goes on to grpc-js over a private Unix socket (h2/proxy.ts), so metadata, streaming,
 // compressed calls, health and the rest behave exactly as before. TLS connections, and anything
 // that does not begin with the HTTP/2 preface, go to Node's server as before.
 // Off with SERVAL_GRPC_LEAN=0, and when the server has a maximum connection age (not done here).
@@ -14,39 +14,43 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Duplex } from 'node:stream';
 import * as grpc from '@grpc/grpc-js';
-import type { GrpcKeepalive } from './connection.js';
+import { type GrpcKeepalive, PingPolicy } from './connection.js';
 import { encodeHeaders, type HeaderField, headerRecord } from './h2/hpack.js';
 import { StreamProxy } from './h2/proxy.js';
 import { H2Error, H2Session, type H2Stream, PREFACE, type StreamHandler } from './h2/session.js';
-import { takes, UnaryInferCall, type UnaryInferOptions, type UnaryStream } from './unary_infer.js';
+import {
+  OK_TRAILERS,
+  RESPONSE_HEADERS,
+  takes,
+  trailersOnly,
+  UnaryInferCall,
+  type UnaryInferOptions,
+  type UnaryStream,
+} from './unary_infer.js';
 
-/** gRPC core's idle-connection ping interval when keepalive without calls is not permitted (as connection.ts). */
-const IDLE_PING_INTERVAL_MS = 2 * 60 * 60 * 1000;
+/** A header object's fields, with Node's `date` (what Node's http2 adds to every response) when `date` is given. */
+function fieldsOf(headers: Record<string, string | number>, date?: string): HeaderField[] {
+  const fields: HeaderField[] = Object.entries(headers).map(([k, v]) => [k, String(v)]);
+  if (date !== undefined) fields.push(['date', date]);
+  return fields;
+}
 
-// What Node's http2 sends for grpc-js' unary answer (unary_infer.ts RESPONSE_HEADERS, OK_TRAILERS), date included.
-let dateSecond = -1;
+const OK_TRAILER_BLOCK = encodeHeaders(fieldsOf(OK_TRAILERS));
+
+// The response headers of an answer carry the date: their block is built again once a second.
+let headSecond = -1;
+let headDate = '';
 let headBlock: Buffer = Buffer.alloc(0);
-let dateValue = '';
-const OK_TRAILERS = encodeHeaders([
-  ['grpc-status', '0'],
-  ['grpc-message', 'OK'],
-]);
 
-function date(): string {
-  const now = Date.now();
-  const second = Math.floor(now / 1000);
-  if (second !== dateSecond) {
-    dateSecond = second;
-    dateValue = new Date(second * 1000).toUTCString();
-    headBlock = encodeHeaders([
-      [':status', '200'],
-      ['content-type', 'application/grpc+proto'],
-      ['grpc-accept-encoding', 'identity,deflate,gzip'],
-      ['grpc-encoding', 'identity'],
-      ['date', dateValue],
-    ]);
+/** Node's `date` header value now, and the answer's header block with it. */
+function now(): { date: string; head: Buffer } {
+  const second = Math.floor(Date.now() / 1000);
+  if (second !== headSecond) {
+    headSecond = second;
+    headDate = new Date(second * 1000).toUTCString();
+    headBlock = encodeHeaders(fieldsOf(RESPONSE_HEADERS, headDate));
   }
-  return dateValue;
+  return { date: headDate, head: headBlock };
 }
 
 /** A unary call on a lean connection's stream. */
@@ -58,21 +62,11 @@ class LeanUnaryStream implements UnaryStream {
   }
 
   fail(code: number, details: string): void {
-    this.stream.respond(
-      [
-        [':status', '200'],
-        ['content-type', 'application/grpc+proto'],
-        ['grpc-status', String(code)],
-        ['grpc-message', encodeURI(details)],
-        ['date', date()],
-      ],
-      true,
-    );
+    this.stream.respond(fieldsOf(trailersOnly(code, details), now().date), true);
   }
 
   respond(parts: readonly Uint8Array[], written: () => void): void {
-    date();
-    this.stream.answer(headBlock, parts, OK_TRAILERS, written);
+    this.stream.answer(now().head, parts, OK_TRAILER_BLOCK, written);
   }
 
   timedOut(details: string): void {
@@ -188,8 +182,7 @@ export function serveLeanGrpc(server: grpc.Server, opts: LeanGrpcOptions): LeanG
 function leanSession(socket: Socket, connect: () => Duplex, opts: LeanGrpcOptions, onClosed: () => void): H2Session {
   const proxy = new StreamProxy(connect);
   const k = opts.keepalive;
-  let strikes = 0;
-  let lastPing = Number.NEGATIVE_INFINITY;
+  const pings = k && new PingPolicy(k);
   let keepaliveTimer: NodeJS.Timeout | undefined;
   let ackTimer: NodeJS.Timeout | undefined;
 
@@ -219,20 +212,11 @@ function leanSession(socket: Socket, connect: () => Duplex, opts: LeanGrpcOption
       opts.log.error('grpc connection failed', { error: e instanceof Error ? (e.stack ?? e.message) : String(e) });
     },
     streamOpened() {
-      // gRPC core: strikes start over when the server sends headers or data, which a call makes it do.
-      strikes = 0;
-      lastPing = Number.NEGATIVE_INFINITY;
+      pings?.callStarted();
     },
     ping(s) {
-      // gRPC core's ping abuse policy, as connection.ts policePings applies it to grpc-js' sessions.
-      if (!k) return;
-      const now = performance.now();
-      const interval = s.streams.size === 0 && !k.permitWithoutCalls ? IDLE_PING_INTERVAL_MS : k.minRecvPingIntervalMs;
-      const tooSoon = now < lastPing + interval;
-      lastPing = now;
-      if (!tooSoon) return;
-      strikes++;
-      if (k.maxPingStrikes === 0 || strikes <= k.maxPingStrikes) return;
+      if (!pings?.tooMany(s.streams.size) || s.draining) return;
+      // Open calls finish; new ones are refused.
       s.goaway(H2Error.ENHANCE_YOUR_CALM, 'too_many_pings', true);
       proxy.close();
     },

@@ -114,15 +114,20 @@ export function grpcFault(log: Logger, method: string, requestId: unknown, e: un
 const TIMEOUT = /^(\d{1,8})([HMSmun])$/;
 const TIMEOUT_UNIT_MS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1000, m: 1, u: 0.001, n: 0.000001 };
 
-// grpc-js' response headers for a unary call, and its trailers.
-const RESPONSE_HEADERS = {
+// grpc-js' response headers for a unary call, and its trailers (both transports send these).
+export const RESPONSE_HEADERS = {
   ':status': 200,
   'content-type': 'application/grpc+proto',
   'grpc-accept-encoding': 'identity,deflate,gzip',
   'grpc-encoding': 'identity',
 };
-const OK_TRAILERS = { 'grpc-status': grpc.status.OK, 'grpc-message': 'OK' };
+export const OK_TRAILERS = { 'grpc-status': grpc.status.OK, 'grpc-message': 'OK' };
 const OK_TRAILER_LIST = nativeHeaderList(OK_TRAILERS);
+
+/** A status with no message, as grpc-js sends it: the headers of a trailers-only response. */
+export function trailersOnly(code: number, details: string): Record<string, string | number> {
+  return { ':status': 200, 'content-type': 'application/grpc+proto', 'grpc-status': code, 'grpc-message': encodeURI(details) };
+}
 
 type StreamHandler = (
   this: GrpcServerInternals,
@@ -223,10 +228,7 @@ class NodeUnaryStream implements UnaryStream {
 
   fail(code: number, details: string): void {
     try {
-      this.stream.respond(
-        { ':status': 200, 'content-type': 'application/grpc+proto', 'grpc-status': code, 'grpc-message': encodeURI(details) },
-        { endStream: true },
-      );
+      this.stream.respond(trailersOnly(code, details), { endStream: true });
     } catch {
       // The stream ended meanwhile: there is no one to answer.
     }

@@ -255,7 +255,7 @@ export class H2Session {
         this.dataLeft -= n;
         this.passData(chunk.subarray(at, at + n), n);
         at += n;
-        if (this.dataLeft === 0) this.dataFrameDone();
+        if (this.dataLeft === 0) this.dataFrameDone(this.frameFlags);
         continue;
       }
       if (this.frameLength < 0) {
@@ -274,8 +274,8 @@ export class H2Session {
         if (this.continuing && this.frameType !== Type.CONTINUATION)
           throw new ConnectionError(H2Error.PROTOCOL_ERROR, 'expected CONTINUATION');
         if (this.frameType === Type.DATA && !(this.frameFlags & PADDED)) {
-          this.startData();
-          if (this.frameLength === 0) this.dataFrameDone();
+          this.startData(this.frameStream, this.frameLength);
+          if (this.frameLength === 0) this.dataFrameDone(this.frameFlags);
           continue;
         }
       }
@@ -311,10 +311,8 @@ export class H2Session {
     return all;
   }
 
-  /** A DATA frame's header has been read: the stream its payload goes to, if any (frameLength bytes). */
-  private startData(): void {
-    const id = this.frameStream;
-    const n = this.frameLength;
+  /** A DATA frame of `n` bytes on stream `id` has begun: the stream its payload goes to, if any. */
+  private startData(id: number, n: number): void {
     if (id === 0) throw new ConnectionError(H2Error.PROTOCOL_ERROR, 'DATA on stream 0');
     this.chargeConnection(n);
     const s = this.streams.get(id);
@@ -348,9 +346,9 @@ export class H2Session {
     });
   }
 
-  private dataFrameDone(): void {
+  /** The DATA frame begun by startData is all in (`flags` its flags). */
+  private dataFrameDone(flags: number): void {
     const s = this.dataStream;
-    const flags = this.frameFlags;
     this.frameLength = -1;
     this.dataStream = undefined;
     if (s && flags & END_STREAM) this.remoteEnd(s);
@@ -388,14 +386,11 @@ export class H2Session {
     switch (type) {
       case Type.DATA: {
         // Padded (the unpadded kind is passed on as it arrives): the padding counts against the windows too.
-        this.frameLength = payload.length;
-        this.frameFlags = flags;
-        this.frameStream = id;
         const body = unpad(payload, flags);
-        this.startData();
+        this.startData(id, payload.length);
         this.dataLeft = 0;
         this.passData(body, payload.length);
-        this.dataFrameDone();
+        this.dataFrameDone(flags);
         return;
       }
       case Type.HEADERS: {
