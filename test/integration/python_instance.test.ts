@@ -6,7 +6,7 @@ import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { ExecResult, InstanceHost, ModelInstance } from '../../src/backends/backend.js';
+import type { ExecResult, Execution, InstanceHost, ModelInstance } from '../../src/backends/backend.js';
 import { pythonBackend } from '../../src/backends/python/backend.js';
 import type { PythonInstance } from '../../src/backends/python/instance.js';
 import { defaultInterpreter } from '../../src/backends/python/interpreter.js';
@@ -317,13 +317,13 @@ describe('a Python instance', () => {
     expect(restarts).toBe(2);
   });
 
-  it('a second execution goes to the stub behind the running one; if the stub dies it runs on the next', async () => {
+  it('small executions go to the stub behind the running one, several at once; if the stub dies they run on the next, in order', async () => {
     const inst = await start('py_errors', {
       max_batch_size: 8,
       input: [{ name: 'MODE', data_type: 'TYPE_STRING', dims: [1] }],
       output: [{ name: 'OUT', data_type: 'TYPE_STRING', dims: [1] }],
     });
-    expect(inst.capacity).toBe(2);
+    expect(inst.capacity).toBe(4);
     const mode = (m: string) => ({
       batchSize: 1,
       inputs: [{ name: 'MODE', datatype: 'BYTES' as const, shape: [1, 1], data: joinBytes([m]) }],
@@ -333,20 +333,82 @@ describe('a Python instance', () => {
       Buffer.from((r.responses![0] as { data: Uint8Array }[])[0]!.data)
         .subarray(4)
         .toString();
-    // Both answered, in order, by the same stub.
-    const [a, b] = await Promise.all([submit(inst, [mode('sleep')], 1).result, submit(inst, [mode('ok')], 1).result]);
-    const first = pidIn(a);
-    expect(pidIn(b)).toBe(first);
-    // The stub dies while the first runs: it fails; the one behind it had not started and is
-    // answered by the new stub.
+    const order: number[] = [];
+    const inOrder = (runs: Execution[]) =>
+      runs.map((x, i) =>
+        x.result.then((r) => {
+          order.push(i);
+          return r;
+        }),
+      );
+    // All answered, in order, by the same stub; none waited here.
+    const t0 = process.hrtime.bigint();
+    const runs = [
+      submit(inst, [mode('sleep')], 1),
+      submit(inst, [mode('ok')], 1),
+      submit(inst, [mode('ok')], 1),
+      submit(inst, [mode('ok')], 1),
+    ];
+    expect(runs.map((x) => x.held)).toEqual([false, false, false, false]);
+    const answers = await Promise.all(inOrder(runs));
+    expect(order).toEqual([0, 1, 2, 3]);
+    const first = pidIn(answers[0]!);
+    for (const a of answers) expect(pidIn(a)).toBe(first);
+    // Those behind started when the one before ended (after its 0.5 s): their wait is queue time.
+    expect(answers[0]!.computeStartNs).toBeUndefined();
+    for (const a of answers.slice(1)) expect(a.computeStartNs! - t0).toBeGreaterThan(400_000_000n);
+    // The stub dies while the first runs: it fails; the ones behind it had not started and are
+    // answered by the new stub, in order.
+    order.length = 0;
     const running = submit(inst, [mode('sleep')], 1).result;
-    const behind = submit(inst, [mode('ok')], 1).result;
+    const behind = inOrder([submit(inst, [mode('ok')], 1), submit(inst, [mode('ok')], 1), submit(inst, [mode('ok')], 1)]);
     await new Promise((r) => setTimeout(r, 150));
     process.kill(Number(first), 'SIGKILL');
     await expectServalErrorAsync(running, 'INTERNAL');
-    const after = pidIn(await behind);
-    expect(after).not.toBe(first);
-    expect(after).toBe(String(inst.stubPid));
+    for (const b of behind) {
+      const after = pidIn(await b);
+      expect(after).not.toBe(first);
+      expect(after).toBe(String(inst.stubPid));
+    }
+    expect(order).toEqual([0, 1, 2]);
+  });
+
+  it('an execution that needs the shared memory waits for the running one, and so do the small ones after it; a waiting one can be withdrawn', async () => {
+    const inst = await start('py_identity_fp32', {
+      max_batch_size: 8,
+      input: [{ name: 'INPUT0', data_type: 'TYPE_FP32', dims: [-1] }],
+      output: [{ name: 'OUTPUT0', data_type: 'TYPE_FP32', dims: [-1] }],
+    });
+    const req = (n: number, k: number) => {
+      const data = new Uint8Array(new Float32Array(n).fill(k).buffer);
+      return { inputs: [{ name: 'INPUT0', datatype: 'FP32' as const, shape: [1, n], data }], outputs: ['OUTPUT0'] };
+    };
+    const large = 8192; // 32 KiB: through the shared-memory file
+    const runs = [
+      submit(inst, [req(4, 1)], 1),
+      submit(inst, [req(large, 2)], 1),
+      submit(inst, [req(4, 3)], 1),
+      submit(inst, [req(4, 4)], 1),
+    ];
+    expect(runs.map((x) => x.held)).toEqual([false, true, true, true]);
+    expect(runs[2]!.withdraw()).toBe(true);
+    expect(runs[2]!.withdraw()).toBe(false);
+    await expectServalErrorAsync(runs[2]!.result, 'CANCELLED');
+    const order: number[] = [];
+    const answers = await Promise.all(
+      [0, 1, 3].map((i) =>
+        runs[i]!.result.then((r) => {
+          order.push(i);
+          return (r.responses![0] as { data: Uint8Array }[])[0]!.data;
+        }),
+      ),
+    );
+    expect(order).toEqual([0, 1, 3]);
+    expect([...new Float32Array(Uint8Array.from(answers[1]!).buffer)]).toEqual(new Array(large).fill(2));
+    expect([...new Float32Array(Uint8Array.from(answers[2]!).buffer)]).toEqual([4, 4, 4, 4]);
+    // Room for its executions again: four more at once.
+    const again = await Promise.all([1, 2, 3, 4].map((k) => submit(inst, [req(4, k)], 1).result));
+    expect(again.length).toBe(4);
   });
 
   it('close() runs finalize and ends the stub', async () => {

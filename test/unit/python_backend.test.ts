@@ -11,10 +11,11 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { ExecResult, Execution } from '../../src/backends/backend.js';
 import { onnxRuntimeBackend } from '../../src/backends/onnxruntime/backend.js';
 import { pythonBackend } from '../../src/backends/python/backend.js';
-import { encodeFrame, encodeFrameBuffer, FrameReader } from '../../src/backends/python/channel.js';
+import { encodeFrame, encodeFrameBuffer, FrameReader, type StubMessage } from '../../src/backends/python/channel.js';
 import { oneLine } from '../../src/backends/python/instance.js';
 import { defaultInterpreter, interpreterProblem, modelInterpreter } from '../../src/backends/python/interpreter.js';
 import { placePythonModel } from '../../src/backends/python/placement.js';
+import { StubProcess } from '../../src/backends/python/stub_process.js';
 import { BackendRegistry } from '../../src/backends/registry.js';
 import { builtinBackends, parseBackendConfig } from '../../src/builtin_backends.js';
 import { UNBOUNDED } from '../../src/config/resolve.js';
@@ -73,6 +74,38 @@ describe('the control channel framing', () => {
     expect(text({ v: 2n ** 60n })).toContain('1152921504606846976');
     expect(text({ v: -0 })).toContain('-0.0');
     expect(text({ v: [1, { w: -0 }] })).toContain('-0.0');
+  });
+
+  it('frames sent `later` (to a busy stub) go in one write at the end of the turn, after nothing sent sooner and before anything sent after', async () => {
+    // A stand-in stub that reads nothing: only the writes on its channel are looked at.
+    const fake = path.join(tmp, 'silent-stub');
+    writeFileSync(fake, '#!/bin/sh\nexec sleep 30\n');
+    chmodSync(fake, 0o755);
+    const stub = StubProcess.spawn(fake, 'instance');
+    const control = (stub as unknown as { control: { write: (b: Buffer) => boolean } }).control;
+    const writes: StubMessage[][] = [];
+    const real = control.write.bind(control);
+    control.write = (b: Buffer) => {
+      writes.push(new FrameReader().push(b));
+      return real(b);
+    };
+    try {
+      stub.send({ t: 'exec', seq: 1 }, [Buffer.from('ab')], true);
+      stub.send({ t: 'exec', seq: 2 }, undefined, true);
+      expect(writes).toEqual([]);
+      await new Promise((r) => setImmediate(r));
+      expect(writes.map((w) => w.map((m) => m.seq))).toEqual([[1, 2]]);
+      expect(writes[0]![0]!.bin?.toString()).toBe('ab');
+      // Something sent at once takes what waits with it, in order.
+      stub.send({ t: 'exec', seq: 3 }, undefined, true);
+      stub.send({ t: 'cancel', seq: 4 });
+      expect(writes.slice(1).map((w) => w.map((m) => m.seq))).toEqual([[3], [4]]);
+      await new Promise((r) => setImmediate(r));
+      expect(writes.length).toBe(3);
+    } finally {
+      stub.kill();
+      await stub.exited;
+    }
   });
 
   it('refuses a message without a type', () => {

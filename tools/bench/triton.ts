@@ -22,7 +22,7 @@ import path from 'node:path';
 import { writeSection } from './doc_section.js';
 import { type PaResult, parsePerfAnalyzer, runMeasured, type Server, sleep, startServer, stopServer } from './harness.js';
 import { PERF_ANALYZER, ROOT, rel, SERVAL_CLI } from './paths.js';
-import { kbField, processTree, treeCpu, treeMemory } from './peers/proctree.js';
+import { kbField, processTree, rssOf, treeCpu, treeMemory } from './peers/proctree.js';
 import { machineCpu, ticksPerSecond, waitForQuiet } from './procstat.js';
 import { paVersion, runSection, type SectionArgs, sectionArgs } from './section.js';
 import { median } from './seeds/logic.js';
@@ -248,8 +248,10 @@ class TritonRun {
       ];
       this.cmd(c.map((x) => (x === server.grpc || x === server.http ? 'HOST:PORT' : x)));
       let peak = 0;
+      // Listed once: the sampler must not perturb what it measures (rssOf).
+      const pids = processTree(server.pid);
       const sampler = setInterval(() => {
-        peak = Math.max(peak, treeMemory(server.pid).rss);
+        peak = Math.max(peak, rssOf(pids));
       }, 100);
       const cpu0 = treeCpu(server.pid);
       const t0 = performance.now();
@@ -257,7 +259,7 @@ class TritonRun {
       clearInterval(sampler);
       const wall = (performance.now() - t0) / 1000;
       const serverCores = (treeCpu(server.pid) - cpu0) / ticksPerSecond() / wall;
-      peak = Math.max(peak, treeMemory(server.pid).rss);
+      peak = Math.max(peak, rssOf(processTree(server.pid)));
       const cores = {
         server: serverCores,
         loadGen: r.use.loadGenCores,

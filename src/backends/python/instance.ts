@@ -70,10 +70,12 @@ interface Running {
   keys: number[];
   /** A decoupled request's key → its index in the execution's requests. */
   rows: Map<number, number>;
-  /** Sends its `exec` (again, to a restarted stub, when it was sent behind one that died). */
-  send?: (stub: StubProcess) => void;
+  /** Sends its `exec` again, to a restarted stub, when it was sent behind one that died (`behind`: behind another again). */
+  send?: (stub: StubProcess, behind: boolean) => void;
   /** One untraced request: outputs read for it are its response's alone (memory.ts soleResponseMemory). */
   sole: boolean;
+  /** Sent behind another: when that one's `done` came, which is when the stub started this one (its wait is queue time). */
+  startNs?: bigint;
 }
 
 /** A decoupled model's request that the stub may still answer. */
@@ -103,6 +105,8 @@ const INITIAL_SHM = 1 << 20;
  * (`done`) message: one socket write each way instead of a positioned write and read as well.
  */
 const INLINE_BYTES = 16 << 10;
+/** Executions an instance takes at once (see PythonInstance.capacity). */
+const CAPACITY = 4;
 const ALIGN = 64;
 const ZEROS = new Uint8Array(ALIGN);
 const align = (n: number): number => Math.ceil(n / ALIGN) * ALIGN;
@@ -134,29 +138,29 @@ function describeExit(e: StubExit): string {
 export class PythonInstance implements ModelInstance {
   /**
    * The stub runs one execute() at a time. Without dynamic batching (the scheduler gives such
-   * models one execution per instance) a second one is accepted behind it: a small one goes to
-   * the stub at once, which starts it as soon as the first returns (no idle stub waiting for the
-   * main thread between the two); a larger one (or a decoupled model's) waits here and goes the
-   * moment the running one is done.
+   * models one execution per instance at a time) more are accepted behind it: small ones go to
+   * the stub at once, which starts each as soon as the one before returns (no idle stub waiting
+   * for the main thread in between, and several sent with one write); a larger one (or a
+   * decoupled model's) waits here and goes the moment the running one is done.
    */
-  readonly capacity = 2;
+  readonly capacity = CAPACITY;
   onRestart?: () => void;
   private stub: StubProcess | undefined;
   private restarting: Promise<StubProcess> | undefined;
   private running: Running | undefined;
-  /** The execution sent to the stub behind the running one (see capacity). */
-  private behind: Running | undefined;
+  /** The executions sent to the stub behind the running one, in order (see capacity). */
+  private behind: Running[] = [];
   /** Executions at the stub (or on their way there). */
   private atStub = 0;
-  /** The execution waiting behind the running one. */
-  private held: { start: () => void; fail: (e: Error) => void } | undefined;
+  /** Executions waiting here for the stub (see capacity), in order; `small` ones may go behind a running one. */
+  private held: { small: boolean; start: (behind: boolean) => void; fail: (e: Error) => void }[] = [];
   private closed = false;
   private seq = 0;
   /** Where the next BLS response goes in the "to stub" file: after the execution's inputs. */
   private blsTop = 0;
-  /** Input buffers of the running and the held execution (the second made on first use). */
-  private readonly staging = [Buffer.allocUnsafe(INITIAL_SHM), Buffer.alloc(0)];
-  private readonly stagingUsed = [false, false];
+  /** Input buffers of the executions at the stub or held (the first made at once, others on first use). */
+  private readonly staging = [Buffer.allocUnsafe(INITIAL_SHM)];
+  private readonly stagingUsed = [false];
   /** A decoupled model's requests not yet ended, by key. */
   private readonly open = new Map<number, OpenRequest>();
   private lastKey = 0;
@@ -297,7 +301,7 @@ export class PythonInstance implements ModelInstance {
     const running = this.running;
     const behind = this.behind;
     this.running = undefined;
-    this.behind = undefined;
+    this.behind = [];
     // Triton's text for it, bare (no "Failed to process ..." around it).
     running?.reject(ServalError.internal(this.unhealthy()));
     this.endOpen(ServalError.internal(this.unhealthy()));
@@ -307,14 +311,19 @@ export class PythonInstance implements ModelInstance {
       instance: this.name,
       exit: describeExit(e),
     });
-    // An execution sent behind the one that died had not started: it runs on the new stub.
+    // Executions sent behind the one that died had not started: they run on the new stub.
     void this.restart().then(
       (s) => {
-        if (!behind) return;
-        this.running = behind;
-        behind.send?.(s);
+        const [first, ...rest] = behind;
+        if (!first) return;
+        this.running = first;
+        this.behind = rest;
+        first.send?.(s, false);
+        for (const r of rest) r.send?.(s, true);
       },
-      (err: unknown) => behind?.reject(this.failure(`${this.unhealthy()} Restarting it failed: ${(err as Error).message}`)),
+      (err: unknown) => {
+        for (const r of behind) r.reject(this.failure(`${this.unhealthy()} Restarting it failed: ${(err as Error).message}`));
+      },
     );
   }
 
@@ -372,8 +381,12 @@ export class PythonInstance implements ModelInstance {
   /** Room for one execution: a staging buffer, or the adopted memory the inputs already lie in. */
   private reservation(byteLength: number, adopted?: ArrayBuffer): Reservation {
     if (this.closed) throw ServalError.internal(`instance ${this.name} is closed`);
-    const slot = this.stagingUsed.indexOf(false);
-    if (slot < 0) throw ServalError.internal(`instance ${this.name} already has an execution`);
+    let slot = this.stagingUsed.indexOf(false);
+    if (slot < 0) {
+      if (this.staging.length >= CAPACITY) throw ServalError.internal(`instance ${this.name} already has ${CAPACITY} executions`);
+      slot = this.staging.push(Buffer.alloc(0)) - 1;
+      this.stagingUsed.push(false);
+    }
     if (!adopted && this.staging[slot]!.byteLength < byteLength) this.staging[slot] = Buffer.allocUnsafe(align(byteLength));
     const buffer = adopted ? Buffer.from(adopted) : this.staging[slot]!;
     this.stagingUsed[slot] = true;
@@ -394,33 +407,32 @@ export class PythonInstance implements ModelInstance {
           this.atStub++;
           return this.run(layout, byteLength, buffer, behind, adopted !== undefined).finally(() => {
             free();
-            if (--this.atStub > 0) return;
-            const next = this.held;
-            this.held = undefined;
-            next?.start();
+            if (--this.atStub === 0) this.startHeld();
           });
         };
-        if (this.atStub === 0) return { result: go(false), held: false, withdraw: () => false } satisfies Execution;
         // Behind a running one: needs no shared memory of its own (inputs attached to the
         // message, outputs and BLS traffic attached too), so the stub can take it at once.
-        if (byteLength <= INLINE_BYTES && !this.opts.decoupled && !this.opts.iterative && !this.held) {
-          return { result: go(true), held: false, withdraw: () => false } satisfies Execution;
+        const small = byteLength <= INLINE_BYTES && !this.opts.decoupled && !this.opts.iterative;
+        if (!this.held.length && (this.atStub === 0 || small)) {
+          return { result: go(this.atStub > 0), held: false, withdraw: () => false } satisfies Execution;
         }
-        let waiting: NonNullable<typeof this.held> | undefined;
+        let waiting: (typeof this.held)[number] | undefined;
         const result = new Promise<ExecResult>((resolve, reject) => {
           waiting = {
-            start: () => void go(false).then(resolve, reject),
+            small,
+            start: (behind) => void go(behind).then(resolve, reject),
             fail: (e) => {
               free();
               reject(e);
             },
           };
         });
-        this.held = waiting;
+        this.held.push(waiting!);
         const withdraw = (): boolean => {
-          if (!waiting || this.held !== waiting) return false;
-          this.held = undefined;
-          waiting.fail(ServalError.cancelled('execution withdrawn before it started'));
+          const at = this.held.indexOf(waiting!);
+          if (at < 0) return false;
+          this.held.splice(at, 1);
+          waiting!.fail(ServalError.cancelled('execution withdrawn before it started'));
           return true;
         };
         return { result, held: true, withdraw } satisfies Execution;
@@ -431,6 +443,14 @@ export class PythonInstance implements ModelInstance {
         free();
       },
     };
+  }
+
+  /** The stub is idle: the first held execution goes, and the small ones right after it go behind it. */
+  private startHeld(): void {
+    const first = this.held.shift();
+    if (!first) return;
+    first.start(false);
+    while (this.held[0]?.small) this.held.shift()!.start(true);
   }
 
   /** `behind`: sent while another execution runs (small inputs, outputs and BLS attached: the shared memory stays the running one's). */
@@ -485,10 +505,11 @@ export class PythonInstance implements ModelInstance {
         to.send(
           { t: 'exec', seq, size: this.toStub.size, reqs, ...(q && { q: true }), ...(layout.lone && { sp: true }) },
           inline && inputBytes > 0 ? [staging.subarray(0, inputBytes)] : undefined,
+          q,
         );
       const sole = layout.requests?.length === 1 && !layout.requests[0]!.trace;
-      const r: Running = { seq, resolve, reject, keys, rows, send: (to) => send(to, false), sole };
-      if (behind) this.behind = r;
+      const r: Running = { seq, resolve, reject, keys, rows, send, sole };
+      if (behind) this.behind.push(r);
       else this.running = r;
       send(stub, behind);
       // A running decoupled request hears of its client's cancel (the model's is_cancelled()).
@@ -570,8 +591,8 @@ export class PythonInstance implements ModelInstance {
   private finish(m: StubMessage): void {
     const running = this.running;
     if (!running || m.seq !== running.seq) return;
-    this.running = this.behind;
-    this.behind = undefined;
+    this.running = this.behind.shift();
+    if (this.running) this.running.startNs = process.hrtime.bigint();
     if (typeof m.fail === 'string') {
       // Its decoupled requests end with this error (the scheduler's), not with the model's later sends.
       for (const rk of running.keys) this.forget(rk);
@@ -595,6 +616,7 @@ export class PythonInstance implements ModelInstance {
       running.resolve({
         outputs: [],
         ...(rescheduled.length > 0 && { rescheduled }),
+        ...(running.startNs !== undefined && { computeStartNs: running.startNs }),
         computeInputNs: Number(m.tin),
         computeInferNs: Number(m.tinfer),
         computeOutputNs: Number(m.tout),
@@ -629,6 +651,7 @@ export class PythonInstance implements ModelInstance {
         outputs: [],
         responses,
         ...(rescheduled.length > 0 && { rescheduled }),
+        ...(running.startNs !== undefined && { computeStartNs: running.startNs }),
         computeInputNs: Number(m.tin),
         computeInferNs: Number(m.tinfer),
         computeOutputNs: Number(m.tout),
@@ -744,12 +767,12 @@ export class PythonInstance implements ModelInstance {
       await stub.stop(5000);
     }
     this.running?.reject(ServalError.unavailable(`instance ${this.name} is closed`));
-    this.behind?.reject(ServalError.unavailable(`instance ${this.name} is closed`));
+    for (const r of this.behind) r.reject(ServalError.unavailable(`instance ${this.name} is closed`));
     this.running = undefined;
-    this.behind = undefined;
+    this.behind = [];
     const held = this.held;
-    this.held = undefined;
-    held?.fail(ServalError.unavailable(`instance ${this.name} is closed`));
+    this.held = [];
+    for (const h of held) h.fail(ServalError.unavailable(`instance ${this.name} is closed`));
     this.endOpen(ServalError.unavailable(`instance ${this.name} is closed`));
     this.toStub.close();
     this.fromStub.close();

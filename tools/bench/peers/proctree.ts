@@ -49,6 +49,25 @@ export interface TreeMemory {
   processes: number;
 }
 
+/**
+ * Sum of VmRSS over `pids`, bytes: /proc/PID/status only, which reads the process's counters.
+ * Samplers that run during a measurement use this with a tree listed once beforehand: reading
+ * smaps_rollup walks the process's page tables under its mmap lock, and listing /proc scans every
+ * process; at 10 samples a second the two cost Serval 8-14% of its HTTP throughput and
+ * tritonserver 4-6% (docs/benchmarks.md, session 14).
+ */
+export function rssOf(pids: readonly number[]): number {
+  let rss = 0;
+  for (const p of pids) {
+    try {
+      rss += kbField(readFileSync(`/proc/${p}/status`, 'utf8'), 'VmRSS');
+    } catch {
+      /* gone */
+    }
+  }
+  return rss;
+}
+
 /** Sum of RSS (VmRSS) and PSS (smaps_rollup) over the tree, bytes. */
 export function treeMemory(pid: number): TreeMemory {
   let rss = 0;
