@@ -130,9 +130,22 @@ def test_request_trace_handle(runs):
     assert t["reports"]["stream_traced"]["out"] == [[4], [2]]
 
 
+def _backend_outputs(trace: dict) -> list:
+    return [x["data"] for x in trace["tensors"] if x["activity"] == "TENSOR_BACKEND_OUTPUT"]
+
+
 def test_bls_trace_records(runs):
     t, s = runs
     ts, ss = _structure(t["records"]), _structure(s["records"])
+    # The decoupled child's responses (8): 2.51 records their TENSOR_BACKEND_OUTPUT on the response
+    # path and writes the child's trace when its request is released, which can come first: in 5
+    # of 30 runs of this file one or both were missing from its trace file. Serval records each
+    # response's tensors before the response is sent (30 of 30). Compared without them, then
+    # checked on their own: Serval has both, and tritonserver none that Serval lacks.
+    assert sorted(_backend_outputs(ss[8])) == ["2", "4"]
+    assert set(_backend_outputs(ts[8])) <= {"2", "4"}
+    for x in (ts, ss):
+        x[8]["tensors"] = [y for y in x[8]["tensors"] if y["activity"] != "TENSOR_BACKEND_OUTPUT"]
     assert ss == ts
     # What 2.51 does, spelled out: calls with trace= are children of the calling request's trace.
     models = {i: x["model"] for i, x in ts.items()}
@@ -158,7 +171,9 @@ def test_child_runs_inside_its_parent(runs, server):
         c, p = times[child], times[parent]
         assert p["COMPUTE_START"] <= c["REQUEST_START"] <= c["QUEUE_START"] <= c["COMPUTE_START"] <= c["REQUEST_END"]
         assert c["REQUEST_START"] <= p["REQUEST_END"]
-        # A decoupled child (8) may end after its parent: 2.51 releases its request later.
-        if child != 8:
+        # A decoupled child (8) may end after its parent: 2.51 releases its request later. So,
+        # now and then (1 run in 25 here), may any child in 2.51: its release is stamped on
+        # another thread than the parent's. Serval ends a child before its parent's answer.
+        if child != 8 and server == "serval":
             assert c["REQUEST_END"] <= p["REQUEST_END"]
     assert times[5]["REQUEST_END"] <= times[6]["REQUEST_START"]
