@@ -137,11 +137,12 @@ def _backend_outputs(trace: dict) -> list:
 def test_bls_trace_records(runs):
     t, s = runs
     ts, ss = _structure(t["records"]), _structure(s["records"])
-    # The decoupled child's responses (8): 2.51 records their TENSOR_BACKEND_OUTPUT on the response
-    # path and writes the child's trace when its request is released, which can come first: in 5
-    # of 30 runs of this file one or both were missing from its trace file. Serval records each
-    # response's tensors before the response is sent (30 of 30). Compared without them, then
-    # checked on their own: Serval has both, and tritonserver none that Serval lacks.
+    # The decoupled child's responses (8): in 5 of 30 runs of this file one or both of their
+    # TENSOR_BACKEND_OUTPUT records were missing from 2.51's trace file (apparently the child's
+    # trace is written at its request's release, which can come before the responses are
+    # recorded). Serval records each response's tensors before the response is sent (30 of 30).
+    # Compared without them, then checked on their own: Serval has both, and tritonserver none
+    # that Serval lacks.
     assert sorted(_backend_outputs(ss[8])) == ["2", "4"]
     assert set(_backend_outputs(ts[8])) <= {"2", "4"}
     for x in (ts, ss):
