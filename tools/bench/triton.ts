@@ -22,7 +22,7 @@ import path from 'node:path';
 import { writeSection } from './doc_section.js';
 import { type PaResult, parsePerfAnalyzer, runMeasured, type Server, sleep, startServer, stopServer } from './harness.js';
 import { PERF_ANALYZER, ROOT, rel, SERVAL_CLI } from './paths.js';
-import { kbField, processTree, rssOf, treeCpu, treeMemory } from './peers/proctree.js';
+import { kbField, processTree, rssOf, statusSum, treeCpu, treeMemory } from './peers/proctree.js';
 import { machineCpu, ticksPerSecond, waitForQuiet } from './procstat.js';
 import { paVersion, runSection, type SectionArgs, sectionArgs } from './section.js';
 import { median } from './seeds/logic.js';
@@ -98,16 +98,7 @@ const log = (s: string) => console.log(`[triton ${new Date().toISOString().slice
 
 /** Sum over the tree of each process's own peak RSS (VmHWM), bytes: the most it can have held at once. */
 function treeHwm(pid: number): number {
-  let n = 0;
-  for (const p of processTree(pid)) {
-    try {
-      const m = readFileSync(`/proc/${p}/status`, 'utf8').match(/^VmHWM:\s+(\d+) kB/m);
-      if (m) n += Number(m[1]) * 1024;
-    } catch {
-      /* gone */
-    }
-  }
-  return n;
+  return statusSum(processTree(pid), 'VmHWM');
 }
 
 class TritonRun {

@@ -49,6 +49,20 @@ export interface TreeMemory {
   processes: number;
 }
 
+/** A `Key:   N kB` field of /proc/PID/status as bytes; undefined once the process is gone. */
+export function statusBytes(pid: number, key: string): number | undefined {
+  try {
+    return kbField(readFileSync(`/proc/${pid}/status`, 'utf8'), key);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Sum of a /proc/PID/status field (VmRSS, VmHWM) over `pids`, bytes; processes gone count 0. */
+export function statusSum(pids: readonly number[], key: string): number {
+  return pids.reduce((n, p) => n + (statusBytes(p, key) ?? 0), 0);
+}
+
 /**
  * Sum of VmRSS over `pids`, bytes: /proc/PID/status only, which reads the process's counters.
  * Samplers that run during a measurement use this with a tree listed once beforehand: reading
@@ -57,15 +71,7 @@ export interface TreeMemory {
  * tritonserver 4-6% (docs/benchmarks.md, session 14).
  */
 export function rssOf(pids: readonly number[]): number {
-  let rss = 0;
-  for (const p of pids) {
-    try {
-      rss += kbField(readFileSync(`/proc/${p}/status`, 'utf8'), 'VmRSS');
-    } catch {
-      /* gone */
-    }
-  }
-  return rss;
+  return statusSum(pids, 'VmRSS');
 }
 
 /** Sum of RSS (VmRSS) and PSS (smaps_rollup) over the tree, bytes. */
@@ -74,12 +80,10 @@ export function treeMemory(pid: number): TreeMemory {
   let pss = 0;
   let processes = 0;
   for (const p of processTree(pid)) {
-    try {
-      rss += kbField(readFileSync(`/proc/${p}/status`, 'utf8'), 'VmRSS');
-      processes++;
-    } catch {
-      continue;
-    }
+    const own = statusBytes(p, 'VmRSS');
+    if (own === undefined) continue;
+    rss += own;
+    processes++;
     try {
       pss += kbField(readFileSync(`/proc/${p}/smaps_rollup`, 'utf8'), 'Pss');
     } catch {
