@@ -6,6 +6,7 @@ import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseFastRequest } from '../../src/frontends/http/fast_infer.js';
 import { buildHttpServer } from '../../src/frontends/http/server.js';
+import { ByteBudget } from '../../src/kernel/byte_budget.js';
 import type { Cancellation } from '../../src/kernel/cancel.js';
 import type { DataType } from '../../src/kernel/datatypes.js';
 import type { InferRequest, InferResponse } from '../../src/kernel/types.js';
@@ -15,10 +16,13 @@ import { capturedLogger, fakeCore } from '../helpers/frontends.js';
 function echoCore() {
   const core = fakeCore();
   const cancelled: InferRequest[] = [];
+  // Each request's first input as it arrived (a request's own memory is let go after its answer).
+  const seen: Uint8Array[] = [];
   const base = core.infer.bind(core);
   core.infer = (req: InferRequest): Promise<InferResponse> => {
     if (req.modelName !== 'echo') return base(req);
     core.requests.push(req);
+    seen.push(Uint8Array.from(req.inputs[0]?.data ?? []));
     const delay = Number(req.parameters.delay ?? 0);
     return new Promise((resolve) => {
       const answer = () =>
@@ -41,7 +45,7 @@ function echoCore() {
     });
   };
   core.isDecoupled = (name: string) => name.startsWith('decoupled_');
-  return Object.assign(core, { cancelled });
+  return Object.assign(core, { cancelled, seen });
 }
 
 const servers: Array<{ close(): Promise<unknown> }> = [];
@@ -49,8 +53,8 @@ afterEach(async () => {
   await Promise.allSettled(servers.splice(0).map((s) => s.close()));
 });
 
-async function start(fastInfer: boolean, core = echoCore()) {
-  const app = buildHttpServer(core, capturedLogger().log, { maxInputSize: 1 << 20, fastInfer });
+async function start(fastInfer: boolean, core = echoCore(), budget?: ByteBudget) {
+  const app = buildHttpServer(core, capturedLogger().log, { maxInputSize: 1 << 20, fastInfer, ...(budget && { budget }) });
   // Requests that went through fastify (the lean path's never do).
   const routed: string[] = [];
   app.addHook('onRequest', (req, _reply, done) => {
@@ -131,17 +135,32 @@ describe('which requests the lean path takes', () => {
 
   it('parses a plain inference request, with a version, its headers as received and its body', () => {
     const r = take(`POST /v2/models/m1/versions/3/infer HTTP/1.1\r\nHost: a\r\nX-Trace-Id: 7\r\nContent-Length: 4\r\n\r\nabcdPOST`);
-    expect(r).not.toBe('other');
-    expect(r).not.toBe('partial');
-    const { req, length } = r as Exclude<typeof r, string>;
+    if (r === 'other' || r === 'partial' || !('req' in r)) throw new Error(`not a whole request: ${JSON.stringify(r)}`);
+    const { req, length } = r;
     expect([req.model, req.version, req.url, req.body.toString()]).toEqual(['m1', '3', '/v2/models/m1/versions/3/infer', 'abcd']);
     expect(req.headers['x-trace-id']).toBe('7');
     expect(req.rawHeaders).toEqual(['Host', 'a', 'X-Trace-Id', '7', 'Content-Length', '4']);
     expect(length).toBe(
-      r === 'other'
-        ? 0
-        : Buffer.byteLength(`POST /v2/models/m1/versions/3/infer HTTP/1.1\r\nHost: a\r\nX-Trace-Id: 7\r\nContent-Length: 4\r\n\r\nabcd`),
+      Buffer.byteLength(`POST /v2/models/m1/versions/3/infer HTTP/1.1\r\nHost: a\r\nX-Trace-Id: 7\r\nContent-Length: 4\r\n\r\nabcd`),
     );
+  });
+
+  it('gives the head of a body over 64 KiB, up to the largest input, for its body to be read on its own', () => {
+    const head = `POST /v2/models/m/infer HTTP/1.1\r\nHost: a\r\nContent-Length: ${(64 << 10) + 1}\r\n\r\n`;
+    const r = parseFastRequest(Buffer.from(`${head}abc`, 'latin1'), 1 << 20);
+    expect(r).toEqual({
+      head: {
+        url: '/v2/models/m/infer',
+        model: 'm',
+        version: '',
+        headers: { host: 'a', 'content-length': '65537' },
+        rawHeaders: ['Host', 'a', 'Content-Length', '65537'],
+      },
+      headLength: head.length,
+      bodyLength: (64 << 10) + 1,
+    });
+    // Over the largest input: Node's path answers Triton's error.
+    expect(parseFastRequest(Buffer.from(head, 'latin1'), 64 << 10)).toBe('other');
   });
 
   it('waits for the rest of a request that has not all arrived', () => {
@@ -162,7 +181,7 @@ describe('which requests the lean path takes', () => {
     ['Connection: close', 'POST /v2/models/m/infer HTTP/1.1\r\nConnection: close\r\nContent-Length: 0\r\n\r\n'],
     ['a repeated header', 'POST /v2/models/m/infer HTTP/1.1\r\nContent-Length: 0\r\nContent-Length: 0\r\n\r\n'],
     ['a folded header', 'POST /v2/models/m/infer HTTP/1.1\r\nX: a\r\n b\r\nContent-Length: 0\r\n\r\n'],
-    ['a body over 64 KiB', `POST /v2/models/m/infer HTTP/1.1\r\nContent-Length: ${(64 << 10) + 1}\r\n\r\n`],
+    ['a body over 64 KiB (no larger one allowed)', `POST /v2/models/m/infer HTTP/1.1\r\nContent-Length: ${(64 << 10) + 1}\r\n\r\n`],
     ['a head over 16 KiB', `POST /v2/models/m/infer HTTP/1.1\r\nX: ${'a'.repeat(17 << 10)}`],
   ])('leaves %s to Node', (_what, text) => {
     expect(take(text)).toBe('other');
@@ -261,6 +280,93 @@ describe('the lean path on the wire', () => {
     expect((await exchange(port, split, 1, 200))[0]).toMatch(/^HTTP\/1\.1 200 OK/);
     expect(routed).toEqual(['POST /v2/models/echo/infer']);
     expect(core.requests).toHaveLength(2);
+  });
+
+  it('reads a body over 64 KiB into one buffer as it arrives: answers as the fastify route, pipelined or in pieces', async () => {
+    const fast = await start(true);
+    const slow = await start(false);
+    const values = new Float32Array(40_000).map((_, i) => i * 0.5 - 7);
+    const json = Buffer.from(
+      JSON.stringify({
+        id: 'big',
+        inputs: [{ name: 'A', datatype: 'FP32', shape: [values.length], parameters: { binary_data_size: values.byteLength } }],
+        outputs: [{ name: 'OUT_A', parameters: { binary_data: true } }],
+      }),
+    );
+    const body = Buffer.concat([json, Buffer.from(values.buffer)]);
+    const big = Buffer.concat([
+      Buffer.from(
+        `POST /v2/models/echo/infer HTTP/1.1\r\nHost: x\r\nInference-Header-Content-Length: ${json.length}\r\nContent-Length: ${body.length}\r\n\r\n`,
+      ),
+      body,
+    ]);
+    const [a] = await exchange(fast.port, [big], 1);
+    const [b] = await exchange(slow.port, [big], 1);
+    expect(withoutDate(a!)).toBe(withoutDate(b!));
+    expect(fast.core.seen[0]).toEqual(new Uint8Array(values.buffer));
+    // After a small request, and followed by one, all in one write; then in pieces with short gaps.
+    const small = inferRequest('echo', BODY);
+    const r = await exchange(fast.port, [Buffer.concat([Buffer.from(small), big, Buffer.from(small)])], 3);
+    expect(r.map((x) => /"id":"(\w+)"/.exec(x)?.[1])).toEqual(['r1', 'big', 'r1']);
+    const pieces = [big.subarray(0, 40), big.subarray(40, 100_000), big.subarray(100_000), Buffer.from(small)];
+    const r2 = await exchange(fast.port, pieces, 2, 5);
+    expect(withoutDate(r2[0]!)).toBe(withoutDate(b!));
+    expect(fast.routed).toEqual([]);
+    expect(fast.core.seen.map((d) => d.byteLength)).toEqual([160_000, 8, 160_000, 8, 160_000, 8]);
+  });
+
+  it('leaves a large body that stalls, or that the byte budget refuses, to Node, which answers it', async () => {
+    const { port, core, routed } = await start(true);
+    const values = new Uint8Array(100_000).map((_, i) => i % 251);
+    const body = JSON.stringify({ id: 'slow', inputs: [{ name: 'A', datatype: 'UINT8', shape: [values.length], data: [...values] }] });
+    const req = inferRequest('echo', body);
+    // A pause of 200 ms mid-body: past the lean path's wait.
+    const r = await exchange(port, [req.slice(0, 150_000), req.slice(150_000)], 1, 200);
+    expect(r[0]).toMatch(/^HTTP\/1\.1 200 OK[\s\S]*"id":"slow"/);
+    expect(routed).toEqual(['POST /v2/models/echo/infer']);
+    expect(core.seen[0]).toEqual(values);
+
+    // A budget smaller than the body: the same refusal as Node's path gives.
+    const budgeted = await start(true, echoCore(), new ByteBudget(100_000));
+    const plain = await start(false, echoCore(), new ByteBudget(100_000));
+    const [x] = await exchange(budgeted.port, [req], 1);
+    const [y] = await exchange(plain.port, [req], 1);
+    expect(x).toMatch(/^HTTP\/1\.1 503 Service Unavailable[\s\S]*exceed the in-flight byte budget of 100000 bytes/);
+    expect(withoutDate(x!)).toBe(withoutDate(y!));
+    expect(budgeted.routed).toEqual(['POST /v2/models/echo/infer']);
+  });
+
+  it('hands a stalled large body to Node with its admission: what would not fit beside it is refused meanwhile', async () => {
+    const budget = new ByteBudget(300_000);
+    const { port, routed } = await start(true, echoCore(), budget);
+    const values = new Uint8Array(50_000).map((_, i) => i % 7);
+    const req = inferRequest(
+      'echo',
+      JSON.stringify({ id: 'held', inputs: [{ name: 'A', datatype: 'UINT8', shape: [values.length], data: [...values] }] }),
+    );
+    const bodyLength = Number(/Content-Length: (\d+)/.exec(req)![1]);
+    const s = net.connect(port, '127.0.0.1');
+    let got = '';
+    s.on('data', (d) => {
+      got += d.toString('latin1');
+    });
+    s.write(req.slice(0, 60_000));
+    // Past the lean path's wait: Node's route reads the body now, still admitted.
+    await new Promise((r) => setTimeout(r, 200));
+    expect(routed).toEqual(['POST /v2/models/echo/infer']);
+    expect(budget.inFlight).toBe(bodyLength);
+    const other = inferRequest(
+      'echo',
+      JSON.stringify({ inputs: [{ name: 'A', datatype: 'UINT8', shape: [1], data: ['x'.repeat(200_000)] }] }),
+    );
+    const [refused] = await exchange(port, [other], 1);
+    expect(refused).toMatch(/^HTTP\/1\.1 503 [\s\S]*bytes of other requests are in flight/);
+    s.write(req.slice(60_000));
+    for (let i = 0; i < 100 && !/"id":"held"/.test(got); i++) await new Promise((r) => setTimeout(r, 10));
+    expect(got).toMatch(/^HTTP\/1\.1 200 OK[\s\S]*"id":"held"/);
+    s.destroy();
+    for (let i = 0; i < 100 && budget.inFlight > 0; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(budget.inFlight).toBe(0);
   });
 
   it('cancels the requests of a client that leaves before its answers', async () => {

@@ -2,11 +2,14 @@
 // about 30 µs of CPU per request around an inference (request and response objects, streams,
 // routing, hooks): on a 2-core machine as much as the model's own stub. Here each connection is
 // first read as raw bytes: while its requests are plain `POST /v2/models/M[/versions/V]/infer`
-// with a Content-Length body that has fully arrived (no compression, no Expect, no chunking),
-// they are answered here, through the same exchange as the fastify route (infer_exchange.ts),
-// with the same bytes on the wire. The first request that is anything else, or that does not
-// arrive whole, hands the connection to Node's HTTP server for good: the bytes read so far are
-// given to it as if just received, after every answer already begun here has been written.
+// with a Content-Length body (no compression, no Expect, no chunking) that arrives without a
+// pause, they are answered here, through the same exchange as the fastify route
+// (infer_exchange.ts), with the same bytes on the wire. A body over 64 KiB is copied from each
+// chunk read straight into one buffer of its length, admitted against the byte budget at its
+// head (Node's parser would copy every chunk once more first). The first request that is anything
+// else, or that pauses mid-way, hands the connection to Node's HTTP server for good: the bytes
+// read so far are given to it as if just received, after every answer already begun here has
+// been written.
 import { type IncomingHttpHeaders, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
@@ -14,7 +17,7 @@ import type { CoreApi } from '../../core/api.js';
 import type { BudgetTicket, ByteBudget } from '../../kernel/byte_budget.js';
 import { Cancellation } from '../../kernel/cancel.js';
 import type { Logger } from '../../kernel/log.js';
-import { freeSent } from '../../kernel/memory.js';
+import { freeNow, freeSent } from '../../kernel/memory.js';
 import type { RequestTrace } from '../../kernel/trace.js';
 import { probeAfterEnd } from './half_close.js';
 import { acceptedEncoding, answerInfer, errorAnswer, type InferExchangeOptions } from './infer_exchange.js';
@@ -27,10 +30,17 @@ export interface FastInferOptions extends InferExchangeOptions {
 
 /** Node's limit on a request's head; a bigger one goes to Node, which answers 431. */
 const MAX_HEAD = 16 << 10;
-/** Bigger bodies go to Node's path, which reads them into one buffer of their size. */
+/** Bigger bodies are read into one buffer of their size as they arrive, rather than parsed from the connection's buffer. */
 const MAX_BODY = 64 << 10;
-/** How long a request that arrived in part may wait here for the rest before Node takes over. */
+/** How long a request that arrived in part may wait here for more before Node takes over. */
 const PARTIAL_WAIT_MS = 50;
+/**
+ * Larger bodies go to Node's path: there the per-chunk cost is small beside the body, and a huge
+ * one that stalls is held once, not also here until the hand-over.
+ */
+const MAX_LARGE_BODY = 64 << 20;
+/** How long a large body may take here in all (it keeps arriving, but slowly) before Node takes over. */
+const LARGE_WAIT_MS = 1000;
 /**
  * Requests of one connection in flight at once; past this, or while the socket's written answers
  * wait for the client to read them, the connection is not read (Node's server pauses alike).
@@ -68,8 +78,18 @@ interface Parsed {
   body: Buffer;
 }
 
-/** Parses one request from the head of `buf`: the request and its length, 'partial', or 'other' (Node's). */
-export function parseFastRequest(buf: Buffer): { req: Parsed; length: number } | 'partial' | 'other' {
+/** The head of a request whose body is over MAX_BODY: read into a buffer of `bodyLength` as it comes. */
+interface LargeHead {
+  head: Omit<Parsed, 'body'>;
+  headLength: number;
+  bodyLength: number;
+}
+
+/**
+ * Parses one request from the head of `buf`: the request and its length, the head of one with a
+ * body over 64 KiB (up to `maxLarge` bytes; 0: none), 'partial', or 'other' (Node's).
+ */
+export function parseFastRequest(buf: Buffer, maxLarge = 0): { req: Parsed; length: number } | LargeHead | 'partial' | 'other' {
   const end = buf.indexOf('\r\n\r\n');
   if (end < 0) return buf.byteLength > MAX_HEAD ? 'other' : 'partial';
   if (end > MAX_HEAD) return 'other';
@@ -92,7 +112,10 @@ export function parseFastRequest(buf: Buffer): { req: Parsed; length: number } |
     rawHeaders.push(name, value);
   }
   const declared = headers['content-length'];
-  if (declared === undefined || !/^\d{1,15}$/.test(declared) || Number(declared) > MAX_BODY) return 'other';
+  if (declared === undefined || !/^\d{1,15}$/.test(declared)) return 'other';
+  const bodyLength = Number(declared);
+  // Over --http-max-input-size: Node's path reads it to its end and answers Triton's error.
+  if (bodyLength > MAX_BODY && bodyLength > maxLarge) return 'other';
   if (
     headers['transfer-encoding'] !== undefined ||
     headers.expect !== undefined ||
@@ -103,12 +126,36 @@ export function parseFastRequest(buf: Buffer): { req: Parsed; length: number } |
   ) {
     return 'other';
   }
-  const length = end + 4 + Number(declared);
+  const head = { url: m[1]!, model: m[2]!, version: m[3] ?? '', headers, rawHeaders };
+  if (bodyLength > MAX_BODY) return { head, headLength: end + 4, bodyLength };
+  const length = end + 4 + bodyLength;
   if (buf.byteLength < length) return 'partial';
-  return {
-    req: { url: m[1]!, model: m[2]!, version: m[3] ?? '', headers, rawHeaders, body: buf.subarray(end + 4, length) },
-    length,
-  };
+  return { req: { ...head, body: buf.subarray(end + 4, length) }, length };
+}
+
+/**
+ * The admission of a large body begun here, handed with its connection to Node's path: the route
+ * reading that body takes it over (carriedTicket), so no other request takes its bytes meanwhile.
+ */
+const carried = new WeakMap<Socket, BudgetTicket>();
+
+/** The admission handed over with `socket` for a body of `bytes`, if any (once). */
+export function carriedTicket(socket: Socket | null | undefined, bytes: number): BudgetTicket | undefined {
+  const t = socket ? carried.get(socket) : undefined;
+  if (!t || !socket) return undefined;
+  carried.delete(socket);
+  if (t.bytes === bytes) return t;
+  t.release();
+  return undefined;
+}
+
+/** A large body being read: its head's bytes (for a hand-over), the buffer it fills, its admission. */
+interface Filling {
+  req: Parsed;
+  headBytes: Buffer;
+  filled: number;
+  ticket?: BudgetTicket;
+  since: number;
 }
 
 /** One answer in the connection's order: written once it is ready and every one before it is. */
@@ -136,6 +183,8 @@ export function installFastInfer(app: FastifyInstance, core: CoreApi, log: Logge
 
   class FastConnection {
     private buf: Buffer | undefined;
+    /** A large body arriving: every byte read goes into it until it is whole. */
+    private body: Filling | undefined;
     private readonly queue: Pending[] = [];
     private handing = false;
     private held = false;
@@ -164,12 +213,56 @@ export function installFastInfer(app: FastifyInstance, core: CoreApi, log: Logge
     }
 
     private readonly onData = (chunk: Buffer): void => {
-      if (!this.buf) this.recvStart = process.hrtime.bigint();
-      this.buf = this.buf ? Buffer.concat([this.buf, chunk]) : chunk;
       clearTimeout(this.wait);
       this.wait = undefined;
+      if (this.body && !this.handing) {
+        const rest = this.fill(chunk);
+        if (!rest) return;
+        chunk = rest;
+      }
+      if (!this.buf) this.recvStart = process.hrtime.bigint();
+      this.buf = this.buf ? Buffer.concat([this.buf, chunk]) : chunk;
       this.take();
     };
+
+    /** Starts reading a large body: admitted at once, what arrived with its head copied in. */
+    private startBody(r: LargeHead, buf: Buffer): Buffer | undefined {
+      let ticket: BudgetTicket | undefined;
+      try {
+        ticket = opts.budget?.admit(r.bodyLength);
+      } catch {
+        // Refused: Node's path reads the body to its end and answers the budget's error.
+        return undefined;
+      }
+      this.body = {
+        req: { ...r.head, body: Buffer.allocUnsafe(r.bodyLength) },
+        headBytes: Buffer.from(buf.subarray(0, r.headLength)),
+        filled: 0,
+        ...(ticket && { ticket }),
+        since: Date.now(),
+      };
+      return buf.byteLength > r.headLength ? buf.subarray(r.headLength) : Buffer.alloc(0);
+    }
+
+    /**
+     * Copies `chunk` into the body being read. Returns what follows the body once it is whole
+     * (served then), or undefined while it is not (waiting a while for more, then Node's).
+     */
+    private fill(chunk: Buffer): Buffer | undefined {
+      const b = this.body!;
+      const data = b.req.body;
+      const n = Math.min(chunk.byteLength, data.byteLength - b.filled);
+      chunk.copy(data, b.filled, 0, n);
+      b.filled += n;
+      if (b.filled < data.byteLength) {
+        const left = LARGE_WAIT_MS - (Date.now() - b.since);
+        this.wait = setTimeout(() => this.handOver(), Math.max(0, Math.min(PARTIAL_WAIT_MS, left)));
+        return undefined;
+      }
+      this.body = undefined;
+      this.serve(b.req, b.ticket);
+      return n < chunk.byteLength ? chunk.subarray(n) : undefined;
+    }
 
     /** Serves every whole request buffered; hands over at the first that is not for here. */
     private take(): void {
@@ -179,7 +272,7 @@ export function installFastInfer(app: FastifyInstance, core: CoreApi, log: Logge
           this.socket.pause();
           return;
         }
-        const r = parseFastRequest(this.buf);
+        const r = parseFastRequest(this.buf, Math.min(opts.maxInputSize, MAX_LARGE_BODY));
         if (r === 'other' || closing) {
           this.handOver();
           return;
@@ -187,6 +280,20 @@ export function installFastInfer(app: FastifyInstance, core: CoreApi, log: Logge
         if (r === 'partial') {
           this.wait = setTimeout(() => this.handOver(), PARTIAL_WAIT_MS);
           return;
+        }
+        if ('bodyLength' in r) {
+          const after = this.startBody(r, this.buf);
+          if (!after) {
+            this.handOver();
+            return;
+          }
+          this.buf = undefined;
+          const rest = this.fill(after);
+          if (!this.body && rest) {
+            this.buf = rest;
+            this.recvStart = process.hrtime.bigint();
+          }
+          continue;
         }
         this.buf = r.length === this.buf.byteLength ? undefined : this.buf.subarray(r.length);
         this.serve(r.req);
@@ -206,8 +313,9 @@ export function installFastInfer(app: FastifyInstance, core: CoreApi, log: Logge
       this.take();
     };
 
-    private serve(req: Parsed): void {
-      const p: Pending = { cancellation: new Cancellation() };
+    /** Runs one request; `ticket`: its body's admission, taken already (a large body's, at its head). */
+    private serve(req: Parsed, ticket?: BudgetTicket): void {
+      const p: Pending = { cancellation: new Cancellation(), ...(ticket && { ticket }) };
       this.queue.push(p);
       const requestId = `fast-${(++ids).toString(36)}`;
       const recvStart = this.recvStart;
@@ -220,7 +328,7 @@ export function installFastInfer(app: FastifyInstance, core: CoreApi, log: Logge
           trace.stamp('HTTP_RECV_START', recvStart);
           trace.stamp('HTTP_RECV_END', process.hrtime.bigint());
         }
-        if (opts.budget) p.ticket = opts.budget.admit(req.body.byteLength);
+        if (opts.budget && !p.ticket) p.ticket = opts.budget.admit(req.body.byteLength);
         const a = await answerInfer(core, opts, {
           model: req.model,
           version: req.version,
@@ -306,6 +414,7 @@ export function installFastInfer(app: FastifyInstance, core: CoreApi, log: Logge
       this.handing = true;
       clearTimeout(this.wait);
       this.wait = undefined;
+
       if (this.queue.length) {
         // Read no more until then: the next bytes are Node's.
         this.socket.pause();
@@ -315,10 +424,27 @@ export function installFastInfer(app: FastifyInstance, core: CoreApi, log: Logge
       const socket = this.socket;
       for (const [event, fn] of this.listeners()) socket.removeListener(event, fn);
       socket.setTimeout(0);
-      if (socket.destroyed) return;
+      if (socket.destroyed) {
+        this.dropBody();
+        return;
+      }
       for (const l of nodeListeners) l.call(server, socket);
       // Node's parser reads the socket itself from now on; what was read here goes to it first,
       // before this turn of the event loop ends (so before any later bytes).
+      const b = this.body;
+      if (b) {
+        // A large body begun here: Node reads it anew (its parser copies what it is given), with
+        // its admission: its head and what came of it so far; this copy is let go at once.
+        const ticket = b.ticket;
+        if (ticket) {
+          b.ticket = undefined;
+          carried.set(socket, ticket);
+          socket.once('close', () => carriedTicket(socket, -1));
+        }
+        socket.emit('data', b.headBytes);
+        if (b.filled) socket.emit('data', b.req.body.subarray(0, b.filled));
+        this.dropBody();
+      }
       const rest = this.buf;
       this.buf = undefined;
       if (rest) socket.emit('data', rest);
@@ -328,7 +454,7 @@ export function installFastInfer(app: FastifyInstance, core: CoreApi, log: Logge
 
     private readonly onEnd = (): void => {
       this.ended = true;
-      if ((this.buf && !this.handing) || (this.handing && !this.queue.length)) {
+      if (((this.buf || this.body) && !this.handing) || (this.handing && !this.queue.length)) {
         this.handOver();
         return;
       }
@@ -354,14 +480,24 @@ export function installFastInfer(app: FastifyInstance, core: CoreApi, log: Logge
       }
       this.queue.length = 0;
       this.buf = undefined;
+      this.dropBody();
     };
+
+    /** A large body being read is given up: its admission released, its buffer freed. */
+    private dropBody(): void {
+      const b = this.body;
+      if (!b) return;
+      this.body = undefined;
+      b.ticket?.release();
+      freeNow(b.req.body.buffer);
+    }
 
     private readonly onError = (): void => {
       this.socket.destroy();
     };
 
     private readonly onTimeout = (): void => {
-      if (!this.queue.length && !this.buf) this.socket.destroy();
+      if (!this.queue.length && !this.buf && !this.body) this.socket.destroy();
     };
 
     /** Ends the connection once what was written is out (as Node does after `Connection: close`). */
@@ -375,7 +511,7 @@ export function installFastInfer(app: FastifyInstance, core: CoreApi, log: Logge
     /** Shutdown: an idle connection closes now (as Node's closeIdleConnections), a busy one after its answers. */
     close(): void {
       if (this.handing) return;
-      if (!this.queue.length && !this.buf) {
+      if (!this.queue.length && !this.buf && !this.body) {
         connections.delete(this);
         this.socket.destroy();
       } else this.ended = true;

@@ -12,7 +12,7 @@ import type { HeaderPattern } from '../header_forward.js';
 import { type Restrictions, restrictHttp } from '../restricted.js';
 import { type BodyTimeouts, jsonObjectBody, readBody } from './body.js';
 import { dashboardRoutes } from './dashboard.js';
-import { installFastInfer } from './fast_infer.js';
+import { carriedTicket, installFastInfer } from './fast_infer.js';
 import { generateRoutes } from './generate.js';
 import { probeHalfClosedClients } from './half_close.js';
 import { answerInfer, errorAnswer } from './infer_exchange.js';
@@ -73,7 +73,8 @@ export function buildHttpServer(core: CoreApi, log: Logger, opts: HttpOptions): 
   const admit = (req: FastifyRequest) =>
     budget &&
     ((bytes: number): BudgetTicket => {
-      const ticket = budget.admit(bytes);
+      // A body the lean path began (fast_infer.ts) keeps the admission it had there.
+      const ticket = carriedTicket(req.raw.socket, bytes) ?? budget.admit(bytes);
       tickets.set(req.raw, ticket);
       return ticket;
     });
