@@ -126,11 +126,12 @@ export function parseFastRequest(buf: Buffer, maxLarge = 0): { req: Parsed; leng
   ) {
     return 'other';
   }
-  const head = { url: m[1]!, model: m[2]!, version: m[3] ?? '', headers, rawHeaders };
-  if (bodyLength > MAX_BODY) return { head, headLength: end + 4, bodyLength };
+  if (bodyLength > MAX_BODY) {
+    return { head: { url: m[1]!, model: m[2]!, version: m[3] ?? '', headers, rawHeaders }, headLength: end + 4, bodyLength };
+  }
   const length = end + 4 + bodyLength;
   if (buf.byteLength < length) return 'partial';
-  return { req: { ...head, body: buf.subarray(end + 4, length) }, length };
+  return { req: { url: m[1]!, model: m[2]!, version: m[3] ?? '', headers, rawHeaders, body: buf.subarray(end + 4, length) }, length };
 }
 
 /**
@@ -315,7 +316,7 @@ export function installFastInfer(app: FastifyInstance, core: CoreApi, log: Logge
 
     /** Runs one request; `ticket`: its body's admission, taken already (a large body's, at its head). */
     private serve(req: Parsed, ticket?: BudgetTicket): void {
-      const p: Pending = { cancellation: new Cancellation(), ...(ticket && { ticket }) };
+      const p: Pending = { cancellation: new Cancellation(), ticket };
       this.queue.push(p);
       const requestId = `fast-${(++ids).toString(36)}`;
       const recvStart = this.recvStart;
