@@ -21,6 +21,7 @@
 // messages with that key and their tensors attached, any time until the final one (after `done`,
 // which then says only that execute() returned). A client's cancel goes to the stub as `cancel`.
 import type { InstancePlacement } from '../../config/resolved.js';
+import { awaitAnswer } from '../../kernel/awake.js';
 import type { Cancellation } from '../../kernel/cancel.js';
 import { scrubPaths } from '../../kernel/confine.js';
 import { type MetricKind, pythonCustomMetrics } from '../../kernel/custom_metrics.js';
@@ -107,6 +108,11 @@ const INITIAL_SHM = 1 << 20;
 const INLINE_BYTES = 16 << 10;
 /** Executions an instance takes at once (see PythonInstance.capacity). */
 const CAPACITY = 4;
+/**
+ * How long the event loop stays awake for a lone execution's answer (kernel/awake.ts): for
+ * models whose executions have lately been answered within it.
+ */
+const AWAKE_NS = 300_000n;
 const ALIGN = 64;
 const ZEROS = new Uint8Array(ALIGN);
 const align = (n: number): number => Math.ceil(n / ALIGN) * ALIGN;
@@ -150,6 +156,8 @@ export class PythonInstance implements ModelInstance {
   private running: Running | undefined;
   /** The executions sent to the stub behind the running one, in order (see capacity). */
   private behind: Running[] = [];
+  /** How long its executions have lately taken to be answered, from their `exec` (a moving average). */
+  private answerNs = 0n;
   /** Executions at the stub (or on their way there). */
   private atStub = 0;
   /** Executions waiting here for the stub (see capacity), in order; `small` ones may go behind a running one. */
@@ -508,7 +516,28 @@ export class PythonInstance implements ModelInstance {
           q,
         );
       const sole = layout.requests?.length === 1 && !layout.requests[0]!.trace;
-      const r: Running = { seq, resolve, reject, keys, rows, send, sole };
+      // A lone execution of a model that answers quickly: the event loop stays awake for it.
+      const sentNs = process.hrtime.bigint();
+      const answered = awaitAnswer(!!layout.lone && this.answerNs < AWAKE_NS, AWAKE_NS);
+      const settled = (): void => {
+        answered();
+        this.answerNs = (this.answerNs * 3n + (process.hrtime.bigint() - sentNs)) / 4n;
+      };
+      const r: Running = {
+        seq,
+        resolve: (x) => {
+          settled();
+          resolve(x);
+        },
+        reject: (e) => {
+          settled();
+          reject(e);
+        },
+        keys,
+        rows,
+        send,
+        sole,
+      };
       if (behind) this.behind.push(r);
       else this.running = r;
       send(stub, behind);
