@@ -373,6 +373,28 @@ describe('a Python instance', () => {
     expect(order).toEqual([0, 1, 2]);
   });
 
+  it('closing while executions wait behind the running one: if the stub dies then, each of them fails, none hangs', async () => {
+    const inst = await start('py_errors', {
+      max_batch_size: 8,
+      input: [{ name: 'MODE', data_type: 'TYPE_STRING', dims: [1] }],
+      output: [{ name: 'OUT', data_type: 'TYPE_STRING', dims: [1] }],
+    });
+    const mode = (m: string) => ({
+      batchSize: 1,
+      inputs: [{ name: 'MODE', datatype: 'BYTES' as const, shape: [1, 1], data: joinBytes([m]) }],
+      outputs: ['OUT'],
+    });
+    const pid = inst.stubPid!;
+    const runs = [mode('sleep'), mode('ok'), mode('ok')].map((m) => submit(inst, [m], 1).result);
+    await new Promise((r) => setTimeout(r, 100));
+    const closed = inst.close();
+    process.kill(pid, 'SIGKILL');
+    const settled = await Promise.race([Promise.allSettled(runs), new Promise<'hung'>((r) => setTimeout(() => r('hung'), 3000))]);
+    expect(settled).not.toBe('hung');
+    expect((settled as PromiseSettledResult<unknown>[]).map((x) => x.status)).toEqual(['rejected', 'rejected', 'rejected']);
+    await closed;
+  });
+
   it('an execution that needs the shared memory waits for the running one, and so do the small ones after it; a waiting one can be withdrawn', async () => {
     const inst = await start('py_identity_fp32', {
       max_batch_size: 8,

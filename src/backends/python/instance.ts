@@ -313,7 +313,11 @@ export class PythonInstance implements ModelInstance {
     // Triton's text for it, bare (no "Failed to process ..." around it).
     running?.reject(ServalError.internal(this.unhealthy()));
     this.endOpen(ServalError.internal(this.unhealthy()));
-    if (this.closed) return;
+    if (this.closed) {
+      // Closing: no stub will run what was behind the one that died (close() has let go of them).
+      for (const r of behind) r.reject(ServalError.unavailable(`instance ${this.name} is closed`));
+      return;
+    }
     this.opts.log.error('Stub process is unhealthy and it will be restarted.', {
       model: this.opts.args.model_name,
       instance: this.name,
