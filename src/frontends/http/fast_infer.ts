@@ -226,14 +226,14 @@ export function installFastInfer(app: FastifyInstance, core: CoreApi, log: Logge
       this.take();
     };
 
-    /** Starts reading a large body: admitted at once, what arrived with its head copied in. */
-    private startBody(r: LargeHead, buf: Buffer): Buffer | undefined {
+    /** Starts reading a large body, admitted at once; false when the budget refuses it. */
+    private startBody(r: LargeHead, buf: Buffer): boolean {
       let ticket: BudgetTicket | undefined;
       try {
         ticket = opts.budget?.admit(r.bodyLength);
       } catch {
         // Refused: Node's path reads the body to its end and answers the budget's error.
-        return undefined;
+        return false;
       }
       this.body = {
         req: { ...r.head, body: Buffer.allocUnsafe(r.bodyLength) },
@@ -242,7 +242,7 @@ export function installFastInfer(app: FastifyInstance, core: CoreApi, log: Logge
         ...(ticket && { ticket }),
         since: Date.now(),
       };
-      return buf.byteLength > r.headLength ? buf.subarray(r.headLength) : Buffer.alloc(0);
+      return true;
     }
 
     /**
@@ -283,17 +283,13 @@ export function installFastInfer(app: FastifyInstance, core: CoreApi, log: Logge
           return;
         }
         if ('bodyLength' in r) {
-          const after = this.startBody(r, this.buf);
-          if (!after) {
+          if (!this.startBody(r, this.buf)) {
             this.handOver();
             return;
           }
-          this.buf = undefined;
-          const rest = this.fill(after);
-          if (!this.body && rest) {
-            this.buf = rest;
-            this.recvStart = process.hrtime.bigint();
-          }
+          // What arrived with the head goes into the body; what follows a whole one stays buffered.
+          this.buf = this.fill(this.buf.subarray(r.headLength));
+          if (this.buf) this.recvStart = process.hrtime.bigint();
           continue;
         }
         this.buf = r.length === this.buf.byteLength ? undefined : this.buf.subarray(r.length);
@@ -415,7 +411,6 @@ export function installFastInfer(app: FastifyInstance, core: CoreApi, log: Logge
       this.handing = true;
       clearTimeout(this.wait);
       this.wait = undefined;
-
       if (this.queue.length) {
         // Read no more until then: the next bytes are Node's.
         this.socket.pause();
@@ -440,7 +435,11 @@ export function installFastInfer(app: FastifyInstance, core: CoreApi, log: Logge
         if (ticket) {
           b.ticket = undefined;
           carried.set(socket, ticket);
-          socket.once('close', () => carriedTicket(socket, -1));
+          // Released with the connection if Node's route never takes it.
+          socket.once('close', () => {
+            carried.get(socket)?.release();
+            carried.delete(socket);
+          });
         }
         socket.emit('data', b.headBytes);
         if (b.filled) socket.emit('data', b.req.body.subarray(0, b.filled));
