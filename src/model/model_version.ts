@@ -114,20 +114,26 @@ export class ModelVersion implements LoadedVersion {
   }
 
   /** Validates a request, queues it, and shapes what the model produced for the client. */
-  async infer(req: InferRequest, requestStartNs: bigint, secondaryStats?: ModelStats): Promise<InferResponse> {
-    const topK = classCounts(req);
-    const v = validateRequest(req, this.config);
-    const run = () => this.run(req, v, topK, requestStartNs, secondaryStats);
-    const outputs = this.cache
-      ? await throughCache(
-          { cache: this.cache, model: this.name, version: this.version, stats: this.stats, secondaryStats },
-          v,
-          topK,
-          requestStartNs,
-          run,
-        )
-      : await run();
-    return { modelName: this.name, modelVersion: String(this.version), id: req.id, outputs };
+  infer(req: InferRequest, requestStartNs: bigint, secondaryStats?: ModelStats): Promise<InferResponse> {
+    let outputs: Promise<InferOutputTensor[]>;
+    try {
+      const topK = classCounts(req);
+      const v = validateRequest(req, this.config);
+      const run = () => this.run(req, v, topK, requestStartNs, secondaryStats);
+      outputs = this.cache
+        ? throughCache(
+            { cache: this.cache, model: this.name, version: this.version, stats: this.stats, secondaryStats },
+            v,
+            topK,
+            requestStartNs,
+            run,
+          )
+        : run();
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    // One continuation per request on the way back (not one per async layer).
+    return outputs.then((o) => ({ modelName: this.name, modelVersion: String(this.version), id: req.id, outputs: o }));
   }
 
   get decoupled(): boolean {
@@ -135,15 +141,14 @@ export class ModelVersion implements LoadedVersion {
   }
 
   /** Queues a checked request and shapes what the model produced for the client. */
-  private async run(
+  private run(
     req: InferRequest,
     v: ValidatedRequest,
     topK: ReadonlyMap<string, number>,
     requestStartNs: bigint,
     secondaryStats: ModelStats | undefined,
   ): Promise<InferOutputTensor[]> {
-    const produced = await this.scheduler.enqueue(this.scheduled(req, v, requestStartNs, secondaryStats));
-    return this.shape(produced, v, topK);
+    return this.scheduler.enqueue(this.scheduled(req, v, requestStartNs, secondaryStats)).then((produced) => this.shape(produced, v, topK));
   }
 
   /**
@@ -246,19 +251,24 @@ export class ModelVersion implements LoadedVersion {
 
   /** What the model produced, as the client gets it: requested outputs in order, reshaped, classified. */
   private shape(produced: readonly ScheduledOutput[], v: ValidatedRequest, topK: ReadonlyMap<string, number>): InferOutputTensor[] {
-    const byName = new Map(produced.map((o) => [o.name, o]));
+    const byName = new Map<string, ScheduledOutput>();
+    for (const o of produced) byName.set(o.name, o);
     // v.outputs: the requested outputs in request order (validated, no repeats), else all of them;
     // a Python model's go in the order it made them (as Triton's backend adds them), once each.
     // A Python model may leave out an output it was asked for; the response then lacks it, as in Triton.
-    const names = this.config.outputsInModelOrder ? [...byName.keys()].filter((n) => v.outputs.includes(n)) : v.outputs;
-    return names.flatMap((name) => {
+    const shaped: InferOutputTensor[] = [];
+    const add = (name: string): void => {
       const out = byName.get(name);
-      if (!out) return [];
+      if (!out) return;
       const cfg = this.config.outputByName.get(name)!;
-      const shaped = clientShape(out, cfg, v.batchSize);
+      const one = clientShape(out, cfg, v.batchSize);
       const k = topK.get(name);
-      return [k ? classify(shaped, k, v.batchSize > 0, cfg.labels) : shaped];
-    });
+      shaped.push(k ? classify(one, k, v.batchSize > 0, cfg.labels) : one);
+    };
+    if (this.config.outputsInModelOrder) {
+      for (const name of byName.keys()) if (v.outputs.includes(name)) add(name);
+    } else for (const name of v.outputs) add(name);
+    return shaped;
   }
 
   /** Waits for queued and running requests, then stops the instances. */

@@ -467,7 +467,7 @@ export class PythonInstance implements ModelInstance {
 
   /** `behind`: sent while another execution runs (small inputs, outputs and BLS attached: the shared memory stays the running one's). */
   private async run(layout: ExecLayout, inputBytes: number, staging: Buffer, sentBehind: boolean, adopted: boolean): Promise<ExecResult> {
-    const stub = await this.liveStub();
+    const stub = this.stub?.alive ? this.stub : await this.liveStub();
     // Behind one still running: a stub restart in between may have ended that one.
     const behind = sentBehind && this.running !== undefined;
     // Small inputs go attached to the message; their staging buffer is not reused before the stub
@@ -513,12 +513,12 @@ export class PythonInstance implements ModelInstance {
       this.open.set(rk, { channel: r.responses, cancellation: r.cancellation, ...(tk !== undefined && { tk }) });
     });
     const result = new Promise<ExecResult>((resolve, reject) => {
-      const send = (to: StubProcess, q: boolean): void =>
-        to.send(
-          { t: 'exec', seq, size: this.toStub.size, reqs, ...(q && { q: true }), ...(layout.lone && { sp: true }) },
-          inline && inputBytes > 0 ? [staging.subarray(0, inputBytes)] : undefined,
-          q,
-        );
+      const send = (to: StubProcess, q: boolean): void => {
+        const msg: StubMessage = { t: 'exec', seq, size: this.toStub.size, reqs };
+        if (q) msg.q = true;
+        if (layout.lone) msg.sp = true;
+        to.send(msg, inline && inputBytes > 0 ? [staging.subarray(0, inputBytes)] : undefined, q);
+      };
       const sole = layout.requests?.length === 1 && !layout.requests[0]!.trace;
       // A lone execution of a model that answers quickly: the event loop stays awake for it.
       const sentNs = process.hrtime.bigint();

@@ -20,7 +20,7 @@ import type { Logger } from '../../kernel/log.js';
 import { freeNow, freeSent } from '../../kernel/memory.js';
 import type { RequestTrace } from '../../kernel/trace.js';
 import { probeAfterEnd } from './half_close.js';
-import { acceptedEncoding, answerInfer, errorAnswer, type InferExchangeOptions } from './infer_exchange.js';
+import { acceptedEncoding, answerInfer, errorAnswer, type InferAnswer, type InferExchangeOptions } from './infer_exchange.js';
 
 export interface FastInferOptions extends InferExchangeOptions {
   budget?: ByteBudget;
@@ -48,6 +48,22 @@ const LARGE_WAIT_MS = 1000;
 const MAX_PIPELINED = 32;
 const INFER_LINE = /^POST (\/v2\/models\/([^/?#%\s]+)(?:\/versions\/([^/?#%\s]+))?\/infer) HTTP\/1\.1$/;
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+
+/**
+ * Header names seen and found to be tokens, with their lower-case keys: clients send the same few
+ * names on every request, so each is checked and lowered once. Bounded, so odd names cannot grow it.
+ */
+const headerKeys = new Map<string, string>();
+const MAX_HEADER_KEYS = 256;
+
+function headerKey(name: string): string | undefined {
+  const known = headerKeys.get(name);
+  if (known !== undefined) return known;
+  if (!TOKEN.test(name)) return undefined;
+  const key = name.toLowerCase();
+  if (headerKeys.size < MAX_HEADER_KEYS) headerKeys.set(name, key);
+  return key;
+}
 
 let dateSecond = 0;
 let dateText = '';
@@ -104,9 +120,8 @@ export function parseFastRequest(buf: Buffer, maxLarge = 0): { req: Parsed; leng
     if (colon <= 0) return 'other';
     const name = line.slice(0, colon);
     // Folded lines, odd names, repeats: Node's parser decides.
-    if (!TOKEN.test(name)) return 'other';
-    const key = name.toLowerCase();
-    if (headers[key] !== undefined) return 'other';
+    const key = headerKey(name);
+    if (key === undefined || headers[key] !== undefined) return 'other';
     const value = line.slice(colon + 1).trim();
     headers[key] = value;
     rawHeaders.push(name, value);
@@ -314,11 +329,16 @@ export function installFastInfer(app: FastifyInstance, core: CoreApi, log: Logge
     private serve(req: Parsed, ticket?: BudgetTicket): void {
       const p: Pending = { cancellation: new Cancellation(), ticket };
       this.queue.push(p);
-      const requestId = `fast-${(++ids).toString(36)}`;
+      const id = ++ids;
       const recvStart = this.recvStart;
       let inferenceId: string | undefined;
       // Everything below, the trace's sampling included, fails into the error answer, never into the socket's event.
-      const run = async (): Promise<Buffer[]> => {
+      const failed = (err: Error & { statusCode?: number }): void => {
+        const a = errorAnswer(err, log, { requestId: `fast-${id.toString(36)}`, inferenceId, method: 'POST', url: req.url });
+        this.ready(p, [withHead(this.head(a.status, [['content-type', a.contentType]], a.body.byteLength), a.body)]);
+      };
+      let answer: Promise<InferAnswer>;
+      try {
         const trace = core.startTrace(req.model);
         if (trace) {
           p.trace = trace;
@@ -326,7 +346,7 @@ export function installFastInfer(app: FastifyInstance, core: CoreApi, log: Logge
           trace.stamp('HTTP_RECV_END', process.hrtime.bigint());
         }
         if (opts.budget && !p.ticket) p.ticket = opts.budget.admit(req.body.byteLength);
-        const a = await answerInfer(core, opts, {
+        answer = answerInfer(core, opts, {
           model: req.model,
           version: req.version,
           headers: req.headers,
@@ -334,21 +354,26 @@ export function installFastInfer(app: FastifyInstance, core: CoreApi, log: Logge
           body: req.body,
           cancellation: p.cancellation,
           ...(trace && { trace }),
-          onId: (id) => {
-            inferenceId = id;
+          onId: (i) => {
+            inferenceId = i;
           },
         });
+      } catch (e) {
+        answer = Promise.reject(e);
+      }
+      // One continuation for the answer (an async wrapper around it would add two more turns).
+      answer.then((a) => {
+        let bytes: Buffer[];
+        try {
+          const head = this.head(200, a.headers, a.total);
+          bytes = !a.streamed && a.parts.length === 1 ? [withHead(head, a.parts[0]!)] : [Buffer.from(head, 'latin1'), ...a.parts];
+        } catch (e) {
+          failed(e as Error);
+          return;
+        }
         if (a.streamed) p.written = () => freeSent(a.sent);
-        const head = this.head(200, a.headers, a.total);
-        return !a.streamed && a.parts.length === 1 ? [withHead(head, a.parts[0]!)] : [Buffer.from(head, 'latin1'), ...a.parts];
-      };
-      run().then(
-        (bytes) => this.ready(p, bytes),
-        (err: Error & { statusCode?: number }) => {
-          const a = errorAnswer(err, log, { requestId, inferenceId, method: 'POST', url: req.url });
-          this.ready(p, [withHead(this.head(a.status, [['content-type', a.contentType]], a.body.byteLength), a.body)]);
-        },
-      );
+        this.ready(p, bytes);
+      }, failed);
     }
 
     /** The response head as Node and fastify write it (their header order and names). */

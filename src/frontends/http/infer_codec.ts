@@ -19,13 +19,21 @@ function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-function params(v: unknown, where: string): Params {
+/**
+ * A `parameters` object, checked. `framing` is a key that says how the tensor travels rather than
+ * something the model is given: it is checked like the others but left out (rather than deleted
+ * afterwards, which would turn the object into a slow dictionary-mode one).
+ */
+function params(v: unknown, where: string, framing?: string): Params {
   if (v === undefined) return {};
   if (!isObject(v)) throw bad(`${where}: 'parameters' must be a JSON object`);
   const out: Params = {};
-  for (const [k, p] of Object.entries(v)) {
-    if (typeof p === 'string' || typeof p === 'number' || typeof p === 'boolean' || typeof p === 'bigint') out[k] = p;
-    else throw bad(`${where}: parameter '${k}' must be a string, number or boolean`);
+  for (const k in v) {
+    if (!Object.hasOwn(v, k)) continue;
+    const p = v[k];
+    if (typeof p === 'string' || typeof p === 'number' || typeof p === 'boolean' || typeof p === 'bigint') {
+      if (k !== framing) out[k] = p;
+    } else throw bad(`${where}: parameter '${k}' must be a string, number or boolean`);
   }
   return out;
 }
@@ -57,7 +65,7 @@ export function decodeInferRequest(body: Buffer, headerLength: number | undefine
   if (!isObject(doc)) throw bad('the request JSON must be an object');
   const id = doc.id === undefined ? '' : doc.id;
   if (typeof id !== 'string') throw bad(`'id' must be a string`);
-  const reqParams = params(doc.parameters, 'request');
+  const reqParams = params(doc.parameters, 'request', 'binary_data_output');
   // Triton's HTTP front-end takes no `triton_` parameter (not even gRPC's triton_enable_empty_final_response).
   if (Object.keys(reqParams).some((k) => k.startsWith('triton_'))) {
     throw bad("parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified.");
@@ -76,20 +84,20 @@ export function decodeInferRequest(body: Buffer, headerLength: number | undefine
     if (!Array.isArray(shape) || !shape.every((d) => Number.isInteger(d) && d >= 0)) {
       throw bad(`${where} must have a 'shape' array of non-negative integers`);
     }
-    const p = params(raw.parameters, where);
+    const p = params(raw.parameters, where, 'binary_data_size');
+    const size = (raw.parameters as Record<string, unknown> | undefined)?.binary_data_size;
     let data: Uint8Array;
     if (p.shared_memory_region !== undefined) {
       // The data lies in a registered region; the core reads (or refuses) it.
-      if (raw.data !== undefined || p.binary_data_size !== undefined) {
-        const set = [raw.data !== undefined && "'data'", p.binary_data_size !== undefined && "'binary_data_size'"].filter(Boolean);
+      if (raw.data !== undefined || size !== undefined) {
+        const set = [raw.data !== undefined && "'data'", size !== undefined && "'binary_data_size'"].filter(Boolean);
         throw bad(
           "Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', " +
             `'shared_memory_region' in 'parameters'. But set ${set.join(' ')} 'shared_memory_region'`,
         );
       }
       data = new Uint8Array(0);
-    } else if (p.binary_data_size !== undefined) {
-      const size = p.binary_data_size;
+    } else if (size !== undefined) {
       if (typeof size !== 'number' || !Number.isInteger(size) || size < 0) {
         throw bad(`${where}: 'binary_data_size' must be a non-negative integer`);
       }
@@ -104,7 +112,6 @@ export function decodeInferRequest(body: Buffer, headerLength: number | undefine
       }
       data = body.subarray(offset, offset + size);
       offset += size;
-      delete p.binary_data_size;
     } else {
       if (raw.data === undefined) throw bad(`${where} has neither 'data' nor 'binary_data_size'`);
       if (!isDataType(datatype)) throw bad(`${where} has unknown datatype '${datatype}'`);
@@ -119,12 +126,11 @@ export function decodeInferRequest(body: Buffer, headerLength: number | undefine
     throw bad(`the request body has ${body.byteLength - offset} bytes of binary data that no input claims`);
   }
 
-  const binaryOutput = reqParams.binary_data_output;
+  // How the response is framed, not something the model is asked (Triton does not pass it on: params() left it out).
+  const binaryOutput = (doc.parameters as Record<string, unknown> | undefined)?.binary_data_output;
   if (binaryOutput !== undefined && typeof binaryOutput !== 'boolean') {
     throw bad("Unable to parse 'binary_data_output': attempt to access JSON non-boolean as boolean");
   }
-  // How the response is framed, not something the model is asked (Triton does not pass it on).
-  delete reqParams.binary_data_output;
   const binaryDefault = binaryOutput === true;
   const binaryOutputs = new Set<string>();
   let outputs: RequestedOutput[] | undefined;

@@ -74,7 +74,9 @@ export async function answerInfer(core: CoreApi, opts: InferExchangeOptions, ex:
   if (core.isDecoupled(ex.model, ex.version)) {
     throw ServalError.unsupported("HTTP end point doesn't support models with decoupled transaction policy");
   }
-  let raw: Buffer | undefined = await decompress(ex.headers, ex.body, opts.maxInputSize);
+  // No Content-Encoding (the usual case): no await, so no turn through the microtask queue for it.
+  let raw: Buffer | undefined =
+    ex.headers['content-encoding'] === undefined ? ex.body : await decompress(ex.headers, ex.body, opts.maxInputSize);
   const hdr = ex.headers['inference-header-content-length'];
   const headerLength = hdr === undefined ? undefined : Number(hdr);
   const decoded = decodeInferRequest(raw, headerLength, ex.model, ex.version);
