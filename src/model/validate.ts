@@ -18,8 +18,9 @@ export interface ValidatedRequest {
 
 export function validateRequest(request: InferRequest, config: ResolvedModelConfig): ValidatedRequest {
   const model = config.name;
-  const tag = `[request id: ${request.id || '<id_unknown>'}] `;
-  const fail = (msg: string): ServalError => ServalError.invalidArg(tag + msg);
+  // The request-id prefix of Triton's texts, made only when a check fails.
+  const tag = (): string => `[request id: ${request.id || '<id_unknown>'}] `;
+  const fail = (msg: string): ServalError => ServalError.invalidArg(tag() + msg);
   const req = request.rawInput ? withRawInput(request, config, fail) : request;
   const maxBatch = config.maxBatchSize;
   const configInputs = config.inputs;
@@ -51,9 +52,11 @@ export function validateRequest(request: InferRequest, config: ResolvedModelConf
   for (const inp of req.inputs) {
     if (!byName.has(inp.name)) throw fail(`unexpected inference input '${inp.name}' for model '${model}'`);
   }
-  const required = configInputs.filter((i) => !i.optional);
-  const missing = required.filter((i) => !given.has(i.name));
-  if (missing.length) {
+  let complete = true;
+  for (const i of configInputs) if (!i.optional && !given.has(i.name)) complete = false;
+  if (!complete) {
+    const required = configInputs.filter((i) => !i.optional);
+    const missing = required.filter((i) => !given.has(i.name));
     // Triton lists both as sets of names, so sorted (observed on 2.51 and in its L0 tests).
     const list = (names: string[]): string =>
       `[${names
@@ -118,7 +121,7 @@ export function validateRequest(request: InferRequest, config: ResolvedModelConf
       // Triton's phrase (which names no input), then which input and where.
       const n = countBytesElements(
         inp.data,
-        `${tag}element byte size indicator exceeds the end of the buffer for inference input '${inp.name}'`,
+        `${tag()}element byte size indicator exceeds the end of the buffer for inference input '${inp.name}'`,
       );
       if (n > count) {
         // Triton stops reading at the first element too many and reports that count.
@@ -164,8 +167,10 @@ export function validateRequest(request: InferRequest, config: ResolvedModelConf
  * The classification extension's top-k per output, checked before the tensors are. (Shared-memory
  * parameters are the core's: core/shared_memory.ts has read those inputs before a request gets here.)
  */
-export function classCounts(req: InferRequest): Map<string, number> {
-  const counts = new Map<string, number>();
+const NO_CLASSES: ReadonlyMap<string, number> = new Map();
+
+export function classCounts(req: InferRequest): ReadonlyMap<string, number> {
+  let counts: Map<string, number> | undefined;
   for (const o of req.outputs ?? []) {
     const p = o.parameters ?? {};
     const cls = p.classification;
@@ -173,9 +178,12 @@ export function classCounts(req: InferRequest): Map<string, number> {
     if (typeof cls !== 'number' || !Number.isInteger(cls) || cls < 0) {
       throw ServalError.invalidArg(`output '${o.name}': 'classification' must be a non-negative integer`);
     }
-    if (cls > 0) counts.set(o.name, cls);
+    if (cls === 0) continue;
+    counts ??= new Map();
+    counts.set(o.name, cls);
   }
-  return counts;
+  // Most requests ask for no classification: one shared empty map for them.
+  return counts ?? NO_CLASSES;
 }
 
 /** The request parameters that steer queueing: `priority` (0 = default level), `timeout` (µs, 0 = none). */

@@ -498,7 +498,8 @@ export function assemble(
   ragged?: RaggedBatching,
 ): ExecLayout & { data: Uint8Array } {
   const first = reqs[0]!;
-  const outputs = [...new Set(reqs.flatMap((r) => r.outputs))];
+  // One request's outputs are unique already (validated); a batch's are the union of its requests'.
+  const outputs = reqs.length === 1 ? first.outputs.slice() : [...new Set(reqs.flatMap((r) => r.outputs))];
   // batch_input tensors the model gets besides the requests' own (ragged batching).
   const extra = ragged?.batchInputs.map((spec) => batchInputTensor(spec, reqs)) ?? [];
   let size = 0;
@@ -538,16 +539,20 @@ export function assemble(
 
 /** The batch's requests as a backend that answers each on its own sees them. */
 function batchRequests(reqs: readonly BatchInputs[], totalBatch: number): BatchRequest[] {
-  return reqs.map((r) => ({
-    id: r.id ?? '',
-    parameters: r.parameters ?? {},
-    batchSize: totalBatch > 0 ? (reqs.length === 1 ? totalBatch : (r.inputs[0]?.shape[0] ?? 0)) : 0,
-    inputBytes: r.inputs.map((t) => t.data.byteLength),
-    outputs: r.outputs,
-    ...(r.responses && { responses: r.responses }),
-    ...(r.cancellation && { cancellation: r.cancellation }),
-    ...(r.trace && { trace: r.trace }),
-  }));
+  return reqs.map((r) => {
+    const b: BatchRequest = {
+      id: r.id ?? '',
+      parameters: r.parameters ?? {},
+      batchSize: totalBatch > 0 ? (reqs.length === 1 ? totalBatch : (r.inputs[0]?.shape[0] ?? 0)) : 0,
+      inputBytes: r.inputs.map((t) => t.data.byteLength),
+      outputs: r.outputs,
+    };
+    // Set only when present (no spread of a temporary object per field).
+    if (r.responses) b.responses = r.responses;
+    if (r.cancellation) b.cancellation = r.cancellation;
+    if (r.trace) b.trace = r.trace;
+    return b;
+  });
 }
 
 /** The shape the model gets for input `inp` of the batch. */
@@ -617,7 +622,9 @@ function adopt(
         byteLength: inp.data.byteLength,
       };
     });
-    return reservation.execute({ inputs, outputs: req.outputs, requests: batchRequests(reqs, totalBatch), ...(lone && { lone }) });
+    const layout: ExecLayout = { inputs, outputs: req.outputs, requests: batchRequests(reqs, totalBatch) };
+    if (lone) layout.lone = true;
+    return reservation.execute(layout);
   } catch (e) {
     reservation.release();
     throw e;
@@ -642,7 +649,9 @@ export function submit(
   };
   try {
     const { inputs, outputs, requests } = assemble(reqs, totalBatch, alloc, ragged);
-    return reservation!.execute({ inputs, outputs, requests, ...(lone && { lone }) });
+    const layout: ExecLayout = { inputs, outputs, requests };
+    if (lone) layout.lone = true;
+    return reservation!.execute(layout);
   } catch (e) {
     reservation?.release();
     throw e;

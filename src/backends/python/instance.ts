@@ -526,6 +526,9 @@ export class PythonInstance implements ModelInstance {
       const settled = (): void => {
         answered();
         this.answerNs = (this.answerNs * 3n + (process.hrtime.bigint() - sentNs)) / 4n;
+        // The requests' cancel listeners and trace keys go with the answer (here, not in a .finally: one promise less per execution).
+        for (const c of watched) c.onCancel(undefined);
+        for (const tk of traced) this.traces.delete(tk);
       };
       const r: Running = {
         seq,
@@ -544,7 +547,13 @@ export class PythonInstance implements ModelInstance {
       };
       if (behind) this.behind.push(r);
       else this.running = r;
-      send(stub, behind);
+      try {
+        send(stub, behind);
+      } catch (e) {
+        // Not sent: its listeners and its wait for an answer end here.
+        r.reject(e as Error);
+        return;
+      }
       // A running decoupled request hears of its client's cancel (the model's is_cancelled()).
       for (const rk of keys) {
         const c = this.open.get(rk)!.cancellation;
@@ -553,11 +562,7 @@ export class PythonInstance implements ModelInstance {
         else c?.onCancel(cancel);
       }
     });
-    if (!watched.length && !traced.length) return result;
-    return result.finally(() => {
-      for (const c of watched) c.onCancel(undefined);
-      for (const tk of traced) this.traces.delete(tk);
-    });
+    return result;
   }
 
   /** A decoupled model's response: to its request's channel; the final one ends the request. */

@@ -183,19 +183,19 @@ export interface EncodedResponse {
 
 export function encodeInferResponse(res: InferResponse, decoded: DecodedInfer): EncodedResponse {
   const binary: Uint8Array[] = [];
+  const allBinary = !decoded.request.outputs?.length && decoded.binaryDefault;
   const outputs = res.outputs.map((o) => {
-    const asBinary = decoded.binaryOutputs.has(o.name) || (!decoded.request.outputs?.length && decoded.binaryDefault);
-    const base = { name: o.name, datatype: o.datatype, shape: o.shape };
     // In the request's shared-memory region: Triton sends neither data nor binary_data_size.
-    if (o.sharedMemory) return base;
-    if (asBinary) {
+    if (o.sharedMemory) return { name: o.name, datatype: o.datatype, shape: o.shape };
+    if (allBinary || decoded.binaryOutputs.has(o.name)) {
       binary.push(o.data);
-      return { ...base, parameters: { binary_data_size: o.data.byteLength } as Record<string, ParamValue> };
+      const parameters: Record<string, ParamValue> = { binary_data_size: o.data.byteLength };
+      return { name: o.name, datatype: o.datatype, shape: o.shape, parameters };
     }
     if (o.datatype === 'FP16') {
       throw bad('sending FP16 data via JSON is not supported. Please use the binary data format for output');
     }
-    return { ...base, data: rawToJson(o.datatype, o.data, `output '${o.name}'`) };
+    return { name: o.name, datatype: o.datatype, shape: o.shape, data: rawToJson(o.datatype, o.data, `output '${o.name}'`) };
   });
   const doc: Record<string, unknown> = { model_name: res.modelName, model_version: res.modelVersion };
   if (res.id) doc.id = res.id;
