@@ -42,6 +42,7 @@ import type {
   Reservation,
   ResponseChannel,
 } from '../backend.js';
+import { Cadence } from './cadence.js';
 import type { StubMessage } from './channel.js';
 import { interpreterProblem } from './interpreter.js';
 import { ShmFile } from './shm.js';
@@ -113,6 +114,8 @@ const CAPACITY = 4;
  * models whose executions have lately been answered within it.
  */
 const AWAKE_NS = 300_000n;
+/** How long the stub polls for its next message after a lone execution (its SPIN_SECONDS), asked of an instance whose next execution has lately come within it. */
+const SPIN_NS = 400_000n;
 const ALIGN = 64;
 const ZEROS = new Uint8Array(ALIGN);
 const align = (n: number): number => Math.ceil(n / ALIGN) * ALIGN;
@@ -156,8 +159,8 @@ export class PythonInstance implements ModelInstance {
   private running: Running | undefined;
   /** The executions sent to the stub behind the running one, in order (see capacity). */
   private behind: Running[] = [];
-  /** How long its executions have lately taken to be answered, from their `exec` (a moving average). */
-  private answerNs = 0n;
+  /** How soon its executions are answered, and how soon the next follows (cadence.ts). */
+  private readonly cadence = new Cadence(AWAKE_NS, SPIN_NS);
   /** Executions at the stub (or on their way there). */
   private atStub = 0;
   /** Executions waiting here for the stub (see capacity), in order; `small` ones may go behind a running one. */
@@ -512,20 +515,21 @@ export class PythonInstance implements ModelInstance {
       rows.set(rk, i);
       this.open.set(rk, { channel: r.responses, cancellation: r.cancellation, ...(tk !== undefined && { tk }) });
     });
+    const sentNs = process.hrtime.bigint();
+    const spin = this.cadence.sending(sentNs, !!layout.lone);
     const result = new Promise<ExecResult>((resolve, reject) => {
       const send = (to: StubProcess, q: boolean): void => {
         const msg: StubMessage = { t: 'exec', seq, size: this.toStub.size, reqs };
         if (q) msg.q = true;
-        if (layout.lone) msg.sp = true;
+        if (spin) msg.sp = true;
         to.send(msg, inline && inputBytes > 0 ? [staging.subarray(0, inputBytes)] : undefined, q);
       };
       const sole = layout.requests?.length === 1 && !layout.requests[0]!.trace;
       // A lone execution of a model that answers quickly: the event loop stays awake for it.
-      const sentNs = process.hrtime.bigint();
-      const answered = awaitAnswer(!!layout.lone && this.answerNs < AWAKE_NS, AWAKE_NS);
+      const answered = awaitAnswer(this.cadence.awake(!!layout.lone), AWAKE_NS);
       const settled = (): void => {
         answered();
-        this.answerNs = (this.answerNs * 3n + (process.hrtime.bigint() - sentNs)) / 4n;
+        this.cadence.answered(sentNs, process.hrtime.bigint());
         // The requests' cancel listeners and trace keys go with the answer (here, not in a .finally: one promise less per execution).
         for (const c of watched) c.onCancel(undefined);
         for (const tk of traced) this.traces.delete(tk);

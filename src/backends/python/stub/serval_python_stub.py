@@ -48,7 +48,9 @@ _HEAD = struct.Struct("<II")
 # within it (the answer's way to the client and the next request's way back), and a stub that
 # is running when it comes skips a wake-up: tens of µs on a virtual machine, where waking an idle
 # CPU is a trip through the hypervisor. It yields the CPU between polls; under load Serval does
-# not mark executions lone, and the stub sleeps as before.
+# not mark executions lone, nor those of an instance whose next execution has lately come later
+# than this (src/backends/python/cadence.ts: a large answer still on its way out, a BLS callee
+# whose caller is still working), and the stub sleeps as before. Serval's SPIN_NS is this value.
 SPIN_SECONDS = 400e-6
 
 
