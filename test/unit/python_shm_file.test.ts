@@ -2,7 +2,9 @@
 // addon and through the positioned reads and writes it replaces: what one side writes is what the
 // file holds for the other side (the stub maps the same file), at any offset, across growth on
 // either side, and a read past the file's end is an error rather than garbage or a crash.
-import { fstatSync, ftruncateSync, readFileSync, readSync, writeSync } from 'node:fs';
+import { copyFileSync, fstatSync, ftruncateSync, mkdirSync, mkdtempSync, readFileSync, readSync, rmSync, writeSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { mapAddon, mapAddonStatus } from '../../src/backends/python/native_map.js';
 import { ShmFile } from '../../src/backends/python/shm.js';
@@ -27,6 +29,24 @@ describe('the memory-map addon', () => {
     if (process.env.CI !== 'true') return;
     expect(mapAddonStatus).toMatch(/^loaded from /);
     expect(mapAddon).toBeDefined();
+  });
+
+  it.runIf(mapAddon)('is found from a copy of the build one folder below the project (tools/bench/ab.sh makes such copies)', async () => {
+    // The module's own folder five levels below the root, as in tmp/ab-a/src/backends/python.
+    const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+    mkdirSync(path.join(root, 'tmp'), { recursive: true });
+    const copy = mkdtempSync(path.join(root, 'tmp', 'native-lookup-'));
+    try {
+      const dir = path.join(copy, 'src', 'backends', 'python');
+      mkdirSync(dir, { recursive: true });
+      copyFileSync(path.join(root, 'src', 'backends', 'python', 'native_map.ts'), path.join(dir, 'native_map.ts'));
+      const mod = (await import(
+        pathToFileURL(path.join(dir, 'native_map.ts')).href
+      )) as typeof import('../../src/backends/python/native_map.js');
+      expect(mod.mapAddonStatus).toBe(`loaded from ${path.join(root, 'native', 'build', 'serval_mmap.node')}`);
+    } finally {
+      rmSync(copy, { recursive: true, force: true });
+    }
   });
 
   it.runIf(mapAddon)('maps a file, detaches on unmap, and names a bad descriptor', () => {

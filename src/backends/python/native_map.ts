@@ -19,9 +19,10 @@ const FILE = path.join('native', 'build', 'serval_mmap.node');
 
 function load(): { addon?: MapAddon; reason: string } {
   if (process.env.SERVAL_PYTHON_MMAP === '0') return { reason: 'switched off by SERVAL_PYTHON_MMAP=0' };
-  // src/backends/python under the root, or dist/src/backends/python: look upwards for the build.
+  // src/backends/python under the root, dist/src/backends/python, or a copy of dist one folder
+  // further down (tmp/ab-a/src/backends/python, as tools/bench/ab.sh makes): look upwards for the build.
   let dir = path.dirname(fileURLToPath(import.meta.url));
-  for (let i = 0; i < 5; i++, dir = path.dirname(dir)) {
+  for (let i = 0; i < 6; i++, dir = path.dirname(dir)) {
     const file = path.join(dir, FILE);
     if (!existsSync(file)) continue;
     try {
