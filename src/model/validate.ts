@@ -52,11 +52,11 @@ export function validateRequest(request: InferRequest, config: ResolvedModelConf
   for (const inp of req.inputs) {
     if (!byName.has(inp.name)) throw fail(`unexpected inference input '${inp.name}' for model '${model}'`);
   }
-  let complete = true;
-  for (const i of configInputs) if (!i.optional && !given.has(i.name)) complete = false;
-  if (!complete) {
+  const lacking = (i: (typeof configInputs)[number]): boolean => !i.optional && !given.has(i.name);
+  // The lists for the error are made only when one is missing.
+  if (configInputs.some(lacking)) {
     const required = configInputs.filter((i) => !i.optional);
-    const missing = required.filter((i) => !given.has(i.name));
+    const missing = configInputs.filter(lacking);
     // Triton lists both as sets of names, so sorted (observed on 2.51 and in its L0 tests).
     const list = (names: string[]): string =>
       `[${names
