@@ -27,6 +27,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { STREAM_WORKLOADS, type StreamProto, type StreamResult, TEXT_DELAY } from './decoupled/workloads.js';
+import { NOISY_CORES } from './disturbance.js';
 import { writeSection } from './doc_section.js';
 import { alive, type PaResult, parsePerfAnalyzer, runMeasured, type Server, sleep, startServer, stopServer } from './harness.js';
 import { PERF_ANALYZER, ROOT, rel, SERVAL_CLI } from './paths.js';
@@ -50,7 +51,6 @@ const BASELINE_COMMIT = process.env.DECOUPLED_BASELINE ?? '4f3a059';
 const PY_MODEL = 'py_identity_fp32';
 const REPEAT_PA_N = 32;
 /** Other processes using more cores than this during a point mark it (†). */
-const NOISY_CORES = 0.25;
 
 type Peer = 'serval' | 'triton';
 type Build = 'baseline' | 'current';

@@ -19,6 +19,7 @@ import { execFileSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { disturbance, NOISY_CORES, UNEVEN_STEAL } from './disturbance.js';
 import { writeSection } from './doc_section.js';
 import { type PaResult, parsePerfAnalyzer, runMeasured, type Server, sleep, startServer, stopServer } from './harness.js';
 import { PERF_ANALYZER, ROOT, rel, SERVAL_CLI } from './paths.js';
@@ -33,8 +34,6 @@ const SETUP_BASELINE = path.join(ROOT, 'tools', 'bench', 'decoupled', 'setup-bas
 const PY = path.join(TRITON_VENV, 'bin', 'python');
 const BASELINE = process.env.TRITON_BENCH_BASELINE ?? '';
 const ROUNDS = Number(process.env.TRITON_BENCH_ROUNDS ?? 2);
-/** Other processes using more cores than this during a point mark it (†). */
-const NOISY_CORES = 0.25;
 
 type Peer = 'serval' | 'triton' | 'baseline';
 
@@ -87,8 +86,8 @@ interface Point {
   peer: Peer;
   res?: PaResult;
   error?: string;
-  /** Cores used during the run: the server's process tree, perf_analyzer, everything else. */
-  cores: { server: number; loadGen: number; other: number };
+  /** Cores used during the run: the server's process tree, perf_analyzer, everything else; cores stolen by the hypervisor. */
+  cores: { server: number; loadGen: number; other: number; steal: number };
   /** The highest process-tree RSS sampled (every 100 ms) during the run, bytes. */
   peakRss: number;
   notes: string[];
@@ -255,6 +254,7 @@ class TritonRun {
         server: serverCores,
         loadGen: r.use.loadGenCores,
         other: Math.max(0, r.use.machineBusyCores - serverCores - r.use.loadGenCores),
+        steal: r.use.stealCores,
       };
       return { r, cores, peak };
     };
@@ -277,7 +277,7 @@ class TritonRun {
     }
     if (a.cores.other > NOISY_CORES) notes.push(`other processes used ${a.cores.other.toFixed(2)} cores`);
     log(
-      `  ${peer.padEnd(8)} ${w.id.padEnd(26)} ${res ? `${res.throughput.toFixed(1).padStart(8)} infer/s, p50 ${(res.p50Us / 1000).toFixed(2)} ms, p99 ${(res.p99Us / 1000).toFixed(2)} ms` : `FAILED ${pt.error}`}; RSS ${(a.peak / 2 ** 20).toFixed(0)} MiB; cores server ${a.cores.server.toFixed(2)} pa ${a.cores.loadGen.toFixed(2)} other ${a.cores.other.toFixed(2)}`,
+      `  ${peer.padEnd(8)} ${w.id.padEnd(26)} ${res ? `${res.throughput.toFixed(1).padStart(8)} infer/s, p50 ${(res.p50Us / 1000).toFixed(2)} ms, p99 ${(res.p99Us / 1000).toFixed(2)} ms` : `FAILED ${pt.error}`}; RSS ${(a.peak / 2 ** 20).toFixed(0)} MiB; cores server ${a.cores.server.toFixed(2)} pa ${a.cores.loadGen.toFixed(2)} other ${a.cores.other.toFixed(2)} steal ${a.cores.steal.toFixed(2)}`,
     );
     return pt;
   }
@@ -299,19 +299,22 @@ class TritonRun {
         let set: Point[] = [];
         for (const peer of order) set.push(await this.point(servers[peer], peer, w, round));
         // A ratio needs its sides measured alike: when other processes loaded the machine during
-        // one of them, wait for a quieter machine and measure the set again (within a budget).
-        if (set.some((q) => q.cores.other > NOISY_CORES) && this.rerunLeftS > 0) {
+        // one of them, or the hypervisor took much more from one than the other, wait for a
+        // quieter machine and measure the set again (within a budget).
+        const why = disturbance(set.map((q) => q.cores));
+        if (why && this.rerunLeftS > 0) {
           const t0 = Date.now();
           const quiet = await waitForQuiet(this.plan.quietWaitS, NOISY_CORES);
-          log(`    other load during the set; ${quiet ? 'quieter now' : 'still busy'}, measuring it again`);
+          log(`    ${why} during the set; ${quiet ? 'quieter now' : 'still busy'}, measuring it again`);
           const again: Point[] = [];
           for (const peer of order) again.push(await this.point(servers[peer], peer, w, round));
-          for (const q of again)
-            q.notes.push(`re-run: other load during the first set (${set.map((x) => x.cores.other.toFixed(2)).join(', ')} cores)`);
+          for (const q of again) q.notes.push(`re-run: ${why} during the first set`);
           this.discarded.push(...set);
           set = again;
           this.rerunLeftS -= (Date.now() - t0) / 1000;
         }
+        const left = disturbance(set.map((q) => q.cores));
+        if (left) for (const q of set) q.notes.push(`disturbed: ${left}`);
         this.points.push(...set);
       }
     }
@@ -339,7 +342,7 @@ class TritonRun {
       }
       return out.join(', ');
     };
-    const noisy = (w: string) => (this.points.some((q) => q.workload === w && q.cores.other > NOISY_CORES) ? ' †' : '');
+    const noisy = (w: string) => (this.points.some((q) => q.workload === w && q.notes.some((n) => n.startsWith('disturbed:'))) ? ' †' : '');
     const base = this.peers.includes('baseline');
     L.push('### The Python backend vs tritonserver 2.51 (issue 23)');
     L.push('');
@@ -407,8 +410,13 @@ class TritonRun {
       `| perf_analyzer | ${paVersion()}; \`-b 1 -p ${this.plan.windowMs} -s ${this.plan.stability} -r ${this.plan.trials}\` (unstable: \`-s 50\`, then one \`--request-count ${this.plan.requestCount}\`) |`,
     );
     L.push(
-      `| Load average at start | ${loadAvg.map((v) => v.toFixed(2)).join(' ')} (other work on the machine: † marks a workload where other processes used more than ${NOISY_CORES} cores during a measurement) |`,
+      `| Load average at start | ${loadAvg.map((v) => v.toFixed(2)).join(' ')} (other work on the machine: † marks a workload with a set, kept after its re-run budget was spent, where other processes used more than ${NOISY_CORES} cores or the two sides' steal differed by more than ${UNEVEN_STEAL} cores) |`,
     );
+    const steal = this.points.map((q) => q.cores.steal).sort((x, y) => x - y);
+    if (steal.length)
+      L.push(
+        `| Steal during measurements | median ${median(steal).toFixed(2)}, highest ${steal[steal.length - 1]!.toFixed(2)} cores (CPU time the hypervisor gave to other guests; sets were re-run when their sides differed by more than ${UNEVEN_STEAL}) |`,
+      );
     L.push(`| Rounds | ${this.plan.rounds} (${this.args.quick ? 'quick' : 'full'}), raw output in \`${rel(this.work)}/\` |`);
     L.push('');
     L.push(
