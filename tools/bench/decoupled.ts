@@ -50,7 +50,6 @@ const SIMPLE_INPUT = path.join(ROOT, 'tools', 'perf', 'simple_input.json');
 const BASELINE_COMMIT = process.env.DECOUPLED_BASELINE ?? '4f3a059';
 const PY_MODEL = 'py_identity_fp32';
 const REPEAT_PA_N = 32;
-/** Other processes using more cores than this during a point mark it (†). */
 
 type Peer = 'serval' | 'triton';
 type Build = 'baseline' | 'current';

@@ -301,7 +301,7 @@ class TritonRun {
         // A ratio needs its sides measured alike: when other processes loaded the machine during
         // one of them, or the hypervisor took much more from one than the other, wait for a
         // quieter machine and measure the set again (within a budget).
-        const why = disturbance(set.map((q) => q.cores));
+        let why = disturbance(set.map((q) => q.cores));
         if (why && this.rerunLeftS > 0) {
           const t0 = Date.now();
           const quiet = await waitForQuiet(this.plan.quietWaitS, NOISY_CORES);
@@ -312,9 +312,9 @@ class TritonRun {
           this.discarded.push(...set);
           set = again;
           this.rerunLeftS -= (Date.now() - t0) / 1000;
+          why = disturbance(set.map((q) => q.cores));
         }
-        const left = disturbance(set.map((q) => q.cores));
-        if (left) for (const q of set) q.notes.push(`disturbed: ${left}`);
+        if (why) for (const q of set) q.notes.push(`disturbed: ${why}`);
         this.points.push(...set);
       }
     }
@@ -342,7 +342,10 @@ class TritonRun {
       }
       return out.join(', ');
     };
-    const noisy = (w: string) => (this.points.some((q) => q.workload === w && q.notes.some((n) => n.startsWith('disturbed:'))) ? ' †' : '');
+    // A kept set is one workload's points of one round.
+    const disturbed = (w: string, round: number) =>
+      disturbance(this.points.filter((q) => q.workload === w && q.round === round).map((q) => q.cores));
+    const noisy = (w: string) => (Array.from({ length: this.plan.rounds }, (_, i) => disturbed(w, i + 1)).some(Boolean) ? ' †' : '');
     const base = this.peers.includes('baseline');
     L.push('### The Python backend vs tritonserver 2.51 (issue 23)');
     L.push('');
