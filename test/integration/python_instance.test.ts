@@ -63,6 +63,22 @@ const BYTES_IO: ModelConfig = {
   ],
 };
 
+/** What the BLS target `simple` answers: OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1 (INT32, the inputs' shape). */
+function addSub(req: InferRequest): InferResponse {
+  const a = fromI32(req.inputs[0]!.data);
+  const b = fromI32(req.inputs[1]!.data);
+  const shape = req.inputs[0]!.shape;
+  return {
+    modelName: req.modelName,
+    modelVersion: '1',
+    id: req.id,
+    outputs: [
+      { name: 'OUTPUT0', datatype: 'INT32', shape, data: i32(a.map((v, i) => v + b[i]!)) },
+      { name: 'OUTPUT1', datatype: 'INT32', shape, data: i32(a.map((v, i) => v - b[i]!)) },
+    ],
+  };
+}
+
 describe('a Python instance', () => {
   it('starts with the interpreter the server finds by default, which has numpy (npm test installs it)', () => {
     // Not a skip: without it every Python test below fails; `npm run setup:python` or tools/python/setup-runtime.sh.
@@ -232,17 +248,7 @@ describe('a Python instance', () => {
         calls.push(req);
         if (req.parameters.target === 'missing' || req.modelName === 'missing')
           throw ServalError.notFound("Request for unknown model: 'missing' is not found");
-        const a = fromI32(req.inputs[0]!.data);
-        const b = fromI32(req.inputs[1]!.data);
-        return {
-          modelName: req.modelName,
-          modelVersion: '1',
-          id: req.id,
-          outputs: [
-            { name: 'OUTPUT0', datatype: 'INT32', shape: [1, 16], data: i32(a.map((v, i) => v + b[i]!)) },
-            { name: 'OUTPUT1', datatype: 'INT32', shape: [1, 16], data: i32(a.map((v, i) => v - b[i]!)) },
-          ],
-        };
+        return addSub(req);
       },
       stream: noHost.stream,
     };
@@ -275,6 +281,43 @@ describe('a Python instance', () => {
     expect(second).toBeInstanceOf(ServalError);
     expect((second as ServalError).code).toBe('NOT_FOUND');
     expect((second as ServalError).message).toBe("Request for unknown model: 'missing' is not found");
+  });
+
+  it('BLS from large executions that overlap: answers that do not fit beside the one behind come attached, and all arrive whole', async () => {
+    const n = 16384; // 64 KiB per tensor: inputs, BLS inputs and answers through the shared memory
+    const host: InstanceHost = {
+      infer: async (req): Promise<InferResponse> => {
+        await new Promise((r) => setTimeout(r, 5));
+        return addSub(req);
+      },
+      stream: noHost.stream,
+    };
+    const inst = await start('py_bls', {}, { host });
+    const req = (k: number) => ({
+      inputs: [
+        { name: 'INPUT0', datatype: 'INT32' as const, shape: [1, n], data: i32(Array.from({ length: n }, (_, i) => i * k)) },
+        { name: 'INPUT1', datatype: 'INT32' as const, shape: [1, n], data: i32(new Array(n).fill(k)) },
+      ],
+      outputs: ['OUTPUT0', 'OUTPUT1'],
+      id: String(k),
+      parameters: {},
+    });
+    // Twice: the first time no BLS answer has been seen (no room is left for one beside the
+    // running execution, so it comes attached); the second time room is left for it.
+    for (const ks of [
+      [1, 2, 3],
+      [4, 5, 6],
+    ]) {
+      const runs = ks.map((k) => submit(inst, [req(k)], 1));
+      expect(runs.map((r) => r.held)).toEqual([false, false, true]);
+      const results = await Promise.all(runs.map((r) => r.result));
+      results.forEach((r, j) => {
+        const k = ks[j]!;
+        const [sum, diff] = r.responses![0] as { data: Uint8Array }[];
+        expect(fromI32(sum!.data)).toEqual(Array.from({ length: n }, (_, i) => i * k + k));
+        expect(fromI32(diff!.data)).toEqual(Array.from({ length: n }, (_, i) => i * k - k));
+      });
+    }
   });
 
   it('a stub that dies fails its execution clearly, is replaced, and the instance keeps serving', async () => {
@@ -395,7 +438,7 @@ describe('a Python instance', () => {
     await closed;
   });
 
-  it('an execution that needs the shared memory waits for the running one, and so do the small ones after it; a waiting one can be withdrawn', async () => {
+  it('a large execution goes behind the running one in memory of its own; a second waits, and so do the small ones after it; a waiting one can be withdrawn', async () => {
     const inst = await start('py_identity_fp32', {
       max_batch_size: 8,
       input: [{ name: 'INPUT0', data_type: 'TYPE_FP32', dims: [-1] }],
@@ -409,28 +452,55 @@ describe('a Python instance', () => {
     const runs = [
       submit(inst, [req(4, 1)], 1),
       submit(inst, [req(large, 2)], 1),
+      submit(inst, [req(large, 5)], 1),
       submit(inst, [req(4, 3)], 1),
-      submit(inst, [req(4, 4)], 1),
     ];
-    expect(runs.map((x) => x.held)).toEqual([false, true, true, true]);
-    expect(runs[2]!.withdraw()).toBe(true);
-    expect(runs[2]!.withdraw()).toBe(false);
-    await expectServalErrorAsync(runs[2]!.result, 'CANCELLED');
+    expect(runs.map((x) => x.held)).toEqual([false, false, true, true]);
+    expect(runs[3]!.withdraw()).toBe(true);
+    expect(runs[3]!.withdraw()).toBe(false);
+    await expectServalErrorAsync(runs[3]!.result, 'CANCELLED');
     const order: number[] = [];
     const answers = await Promise.all(
-      [0, 1, 3].map((i) =>
+      [0, 1, 2].map((i) =>
         runs[i]!.result.then((r) => {
           order.push(i);
-          return (r.responses![0] as { data: Uint8Array }[])[0]!.data;
+          return [...new Float32Array(Uint8Array.from((r.responses![0] as { data: Uint8Array }[])[0]!.data).buffer)];
         }),
       ),
     );
-    expect(order).toEqual([0, 1, 3]);
-    expect([...new Float32Array(Uint8Array.from(answers[1]!).buffer)]).toEqual(new Array(large).fill(2));
-    expect([...new Float32Array(Uint8Array.from(answers[2]!).buffer)]).toEqual([4, 4, 4, 4]);
+    expect(order).toEqual([0, 1, 2]);
+    expect(answers).toEqual([[1, 1, 1, 1], new Array(large).fill(2), new Array(large).fill(5)]);
     // Room for its executions again: four more at once.
     const again = await Promise.all([1, 2, 3, 4].map((k) => submit(inst, [req(4, k)], 1).result));
     expect(again.length).toBe(4);
+  });
+
+  it('large executions back to back: the inputs and outputs of neither are overwritten by the other before they are read', async () => {
+    const inst = await start('py_identity_fp32', {
+      max_batch_size: 8,
+      input: [{ name: 'INPUT0', data_type: 'TYPE_FP32', dims: [-1] }],
+      output: [{ name: 'OUTPUT0', data_type: 'TYPE_FP32', dims: [-1] }],
+    });
+    const n = 1 << 18; // 1 MiB each way
+    const req = (k: number) => ({
+      inputs: [{ name: 'INPUT0', datatype: 'FP32' as const, shape: [1, n], data: new Uint8Array(new Float32Array(n).fill(k).buffer) }],
+      outputs: ['OUTPUT0'],
+    });
+    const values = async (run: Execution): Promise<Set<number>> =>
+      new Set(new Float32Array(Uint8Array.from(((await run.result).responses![0] as { data: Uint8Array }[])[0]!.data).buffer));
+    for (let round = 0; round < 3; round++) {
+      const a = submit(inst, [req(1)], 1);
+      const b = submit(inst, [req(2)], 1);
+      expect([a.held, b.held]).toEqual([false, false]);
+      // Both are at the stub; with this thread busy the stub runs both before either answer is read.
+      await new Promise((r) => setImmediate(r));
+      const until = Date.now() + 150;
+      let turns = 0;
+      while (Date.now() < until) turns++;
+      expect(turns).toBeGreaterThan(0);
+      expect(await values(a)).toEqual(new Set([1]));
+      expect(await values(b)).toEqual(new Set([2]));
+    }
   });
 
   it('close() runs finalize and ends the stub', async () => {

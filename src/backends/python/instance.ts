@@ -9,6 +9,12 @@
 // to INLINE_BYTES travels attached to `exec` instead, and outputs that small come attached to
 // `done` (the offsets are then into the attached bytes).
 //
+// Executions overlap at the stub where the model allows it (not decoupled, not an iterative
+// sequence): one is sent while another runs, so the stub starts it the moment the other returns.
+// Small ones travel attached both ways. One with larger inputs (only one at a time) gets an area
+// of the "to stub" file beside the running one's (ToStubArea); in the "from stub" file the stub
+// keeps what an execution stored until Serval's next `exec` says (`rd`) it has read its `done`.
+//
 // BLS: the stub sends `bls` with its inputs in the "from stub" file; the request runs through the
 // server (InstanceHost.infer, the target model's checks and scheduler) and its outputs go into the
 // "to stub" file after the execution's inputs, the answer to `bls_done`. A BLS request made outside
@@ -78,6 +84,19 @@ interface Running {
   sole: boolean;
   /** Sent behind another: when that one's `done` came, which is when the stub started this one (its wait is queue time). */
   startNs?: bigint;
+  /** Its part of the "to stub" file. */
+  area: ToStubArea;
+}
+
+/**
+ * An execution's part of the "to stub" file: its inputs from `base`, then the outputs of its BLS
+ * calls up to `top`; those may not reach `limit`, where the inputs of one sent behind it lie
+ * (past it they go attached to the answer).
+ */
+interface ToStubArea {
+  base: number;
+  top: number;
+  limit: number;
 }
 
 /** A decoupled model's request that the stub may still answer. */
@@ -163,12 +182,14 @@ export class PythonInstance implements ModelInstance {
   private readonly cadence = new Cadence(AWAKE_NS, SPIN_NS);
   /** Executions at the stub (or on their way there). */
   private atStub = 0;
-  /** Executions waiting here for the stub (see capacity), in order; `small` ones may go behind a running one. */
-  private held: { small: boolean; start: (behind: boolean) => void; fail: (e: Error) => void }[] = [];
+  /** Executions waiting here for the stub (see capacity), in order; see `startHeld` for which go behind a running one. */
+  private held: { small: boolean; overlaps: boolean; start: (behind: boolean) => void; fail: (e: Error) => void }[] = [];
   private closed = false;
   private seq = 0;
-  /** Where the next BLS response goes in the "to stub" file: after the execution's inputs. */
-  private blsTop = 0;
+  /** The last execution whose `done` has been read: the stub may reuse what it stored for it and those before. */
+  private lastRead = 0;
+  /** The most bytes one BLS answer has put into the "to stub" file: room left for them beside a running execution. */
+  private blsPeak = 0;
   /** Input buffers of the executions at the stub or held (the first made at once, others on first use). */
   private readonly staging = [Buffer.allocUnsafe(INITIAL_SHM)];
   private readonly stagingUsed = [false];
@@ -422,19 +443,22 @@ export class PythonInstance implements ModelInstance {
           this.atStub++;
           return this.run(layout, byteLength, buffer, behind, adopted !== undefined).finally(() => {
             free();
-            if (--this.atStub === 0) this.startHeld();
+            if (--this.atStub <= 1) this.startHeld();
           });
         };
-        // Behind a running one: needs no shared memory of its own (inputs attached to the
-        // message, outputs and BLS traffic attached too), so the stub can take it at once.
-        const small = byteLength <= INLINE_BYTES && !this.opts.decoupled && !this.opts.iterative;
-        if (!this.held.length && (this.atStub === 0 || small)) {
+        // Behind a running one (see startHeld): a small one needs no shared memory of its own
+        // (inputs attached to the message, outputs and BLS traffic attached too); a larger one
+        // takes an area of the "to stub" file beside the running one's.
+        const overlaps = !this.opts.decoupled && !this.opts.iterative;
+        const small = overlaps && byteLength <= INLINE_BYTES;
+        if (!this.held.length && (this.atStub === 0 || small || (overlaps && this.atStub === 1))) {
           return { result: go(this.atStub > 0), held: false, withdraw: () => false } satisfies Execution;
         }
         let waiting: (typeof this.held)[number] | undefined;
         const result = new Promise<ExecResult>((resolve, reject) => {
           waiting = {
             small,
+            overlaps,
             start: (behind) => void go(behind).then(resolve, reject),
             fail: (e) => {
               free();
@@ -460,15 +484,36 @@ export class PythonInstance implements ModelInstance {
     };
   }
 
-  /** The stub is idle: the first held execution goes, and the small ones right after it go behind it. */
+  /**
+   * The stub is idle, or runs one execution: held ones go, the first at once if it is idle; behind
+   * the running one go small ones, and one with larger inputs while nothing else is behind it.
+   */
   private startHeld(): void {
-    const first = this.held.shift();
-    if (!first) return;
-    first.start(false);
-    while (this.held[0]?.small) this.held.shift()!.start(true);
+    if (this.atStub === 0) {
+      const first = this.held.shift();
+      if (!first) return;
+      first.start(false);
+    }
+    for (let next = this.held[0]; next && (next.small || (next.overlaps && this.atStub === 1)); next = this.held[0]) {
+      this.held.shift();
+      next.start(true);
+    }
   }
 
-  /** `behind`: sent while another execution runs (small inputs, outputs and BLS attached: the shared memory stays the running one's). */
+  /**
+   * Where inputs of `bytes` go when sent behind the running execution: below its area if they
+   * fit there with room for a BLS answer, else past its area and that room (which then limits it).
+   */
+  private placeBehind(bytes: number): number {
+    const running = this.running!.area;
+    const room = align(this.blsPeak);
+    if (running.base >= align(bytes) + room) return 0;
+    const base = align(running.top) + room;
+    running.limit = Math.min(running.limit, base);
+    return base;
+  }
+
+  /** `behind`: sent while another execution runs (small inputs, outputs and BLS attached; larger inputs in an area of their own: placeBehind). */
   private async run(layout: ExecLayout, inputBytes: number, staging: Buffer, sentBehind: boolean, adopted: boolean): Promise<ExecResult> {
     const stub = this.stub?.alive ? this.stub : await this.liveStub();
     // Behind one still running: a stub restart in between may have ended that one.
@@ -476,14 +521,15 @@ export class PythonInstance implements ModelInstance {
     // Small inputs go attached to the message; their staging buffer is not reused before the stub
     // has read it (it is free again at this execution's `done`).
     const inline = inputBytes <= INLINE_BYTES;
+    const base = !inline && behind ? this.placeBehind(inputBytes) : 0;
     if (!inline) {
-      this.toStub.write(staging.subarray(0, inputBytes), 0);
+      this.toStub.write(staging.subarray(0, inputBytes), base);
       // Adopted memory is nobody's once the stub has it.
       if (adopted) freeNow(staging.buffer);
     }
-    if (!behind) this.blsTop = align(inputBytes);
+    const area: ToStubArea = { base, top: inline ? base : base + inputBytes, limit: Number.POSITIVE_INFINITY };
     const seq = ++this.seq;
-    const reqs = this.describe(layout);
+    const reqs = this.describe(layout, inline ? 0 : base);
     const keys: number[] = [];
     const rows = new Map<number, number>();
     // A non-decoupled request hears of its client's cancel while it runs, as in Triton.
@@ -519,8 +565,9 @@ export class PythonInstance implements ModelInstance {
     const spin = this.cadence.sending(sentNs, !!layout.lone);
     const result = new Promise<ExecResult>((resolve, reject) => {
       const send = (to: StubProcess, q: boolean): void => {
-        const msg: StubMessage = { t: 'exec', seq, size: this.toStub.size, reqs };
-        if (q) msg.q = true;
+        const msg: StubMessage = { t: 'exec', seq, size: this.toStub.size, reqs, rd: this.lastRead };
+        // Behind another with its inputs attached: its outputs and BLS traffic go attached too.
+        if (q && inline) msg.q = true;
         if (spin) msg.sp = true;
         to.send(msg, inline && inputBytes > 0 ? [staging.subarray(0, inputBytes)] : undefined, q);
       };
@@ -548,6 +595,7 @@ export class PythonInstance implements ModelInstance {
         rows,
         send,
         sole,
+        area,
       };
       if (behind) this.behind.push(r);
       else this.running = r;
@@ -610,12 +658,12 @@ export class PythonInstance implements ModelInstance {
     for (const o of open) o.channel.send(err, true);
   }
 
-  /** Each request's share of every input, in the order the scheduler assembled them. */
-  private describe(layout: ExecLayout): RequestSpec[] {
+  /** Each request's share of every input, in the order the scheduler assembled them (from `base` in the file). */
+  private describe(layout: ExecLayout, base: number): RequestSpec[] {
     const requests = layout.requests ?? [
       { id: '', parameters: {}, batchSize: 0, inputBytes: layout.inputs.map((t) => t.byteLength), outputs: layout.outputs },
     ];
-    const cursor = layout.inputs.map((t) => t.offset);
+    const cursor = layout.inputs.map((t) => base + t.offset);
     return requests.map((r) => ({
       id: r.id,
       params: r.parameters,
@@ -633,6 +681,8 @@ export class PythonInstance implements ModelInstance {
   private finish(m: StubMessage): void {
     const running = this.running;
     if (!running || m.seq !== running.seq) return;
+    // What the stub stored for it is read below (copied), before any later `exec` goes out.
+    this.lastRead = running.seq;
     this.running = this.behind.shift();
     if (this.running) this.running.startNs = process.hrtime.bigint();
     if (typeof m.fail === 'string') {
@@ -739,13 +789,14 @@ export class PythonInstance implements ModelInstance {
     try {
       const resp = await this.opts.host.infer(req, parent);
       if (stub !== this.stub) return;
-      if (inline) {
-        const [outs, attached] = attach(resp.outputs);
-        reply({ outs }, attached);
-      } else {
-        reply({ outs: this.writeBlsOutputs(resp), size: this.toStub.size });
+      const written = inline ? undefined : this.writeBlsOutputs(resp);
+      if (written) {
+        reply({ outs: written, size: this.toStub.size });
         // Copied into the "to stub" file: a response's own memory goes at once.
         freeSent(resp.outputs.map((o) => o.data));
+      } else {
+        const [outs, attached] = attach(resp.outputs);
+        reply({ outs }, attached);
       }
     } catch (e) {
       failed(e);
@@ -781,11 +832,13 @@ export class PythonInstance implements ModelInstance {
     };
   }
 
-  /** A BLS response's outputs into the "to stub" file, after the execution's inputs. */
-  private writeBlsOutputs(resp: InferResponse): TensorSpec[] {
+  /** A BLS response's outputs into the "to stub" file, after the execution's inputs (none: no room, they go attached). */
+  private writeBlsOutputs(resp: InferResponse): TensorSpec[] | undefined {
+    const area = this.running?.area;
+    if (!area) return undefined;
     const parts: Uint8Array[] = [];
     const out: TensorSpec[] = [];
-    const start = align(this.blsTop);
+    const start = align(area.top);
     let at = start;
     for (const o of resp.outputs) {
       const pad = align(at) - at;
@@ -795,8 +848,10 @@ export class PythonInstance implements ModelInstance {
       parts.push(o.data);
       at += o.data.byteLength;
     }
+    this.blsPeak = Math.max(this.blsPeak, at - start);
+    if (at > area.limit) return undefined;
     if (at > start) this.toStub.writev(parts, start, at - start);
-    this.blsTop = at;
+    area.top = at;
     return out;
   }
 

@@ -330,6 +330,17 @@ class Stub:
         self.from_map = None
         self.from_size = 0
         self.from_top = 0
+        # Where this execution's stores into the "from stub" memory must stop short of (a region
+        # Serval may still be reading), and where they go on past it: see place_outputs().
+        self.from_limit = None
+        self.from_past = 0
+        # Regions of the "from stub" memory written by executions whose `done` Serval may not have
+        # read yet: (seq, start, end). Its `rd` (the last `done` it has read) lets them go.
+        self.unread = []
+        # The most bytes one execution has stored there, and how many this one has.
+        self.region_peak = 0
+        self.region_bytes = 0
+        self.out_lo = None
         # Outputs of an execution sent behind another: attached to `done` (bytes-like parts).
         self.out_parts = None
         self.out_size = 0
@@ -357,7 +368,14 @@ class Stub:
         """Room for n bytes in the "from stub" memory: (offset, the mapping to write them into)."""
         with self.alloc_lock:
             off = (self.from_top + ALIGN - 1) & ~(ALIGN - 1)
+            if self.from_limit is not None and off + n > self.from_limit:
+                # No room below a region Serval may still read: on past it.
+                off = (self.from_past + ALIGN - 1) & ~(ALIGN - 1)
+                self.from_limit = None
             end = off + n
+            self.region_bytes += n
+            if self.out_lo is None:
+                self.out_lo = off
             if end > self.from_size:
                 size = max(end, self.from_size * 2)
                 size = (size + 65535) & ~65535
@@ -366,6 +384,35 @@ class Stub:
                 self.from_size = size
             self.from_top = end
             return off, self.from_map
+
+    def place_outputs(self, msg):
+        """Where an execution's stores into the "from stub" memory begin. Serval reads an
+        execution's outputs when its `done` comes, and may send the next execution before then
+        (one with large inputs goes behind a running one into memory of its own): what earlier
+        executions stored stays untouched until Serval says (`rd`) it has read their `done`. The
+        stores go from the start when it is free, or room enough lies below what is still
+        unread, else after it."""
+        rd = msg.get("rd", 0)
+        self.unread = [r for r in self.unread if r[0] > rd]
+        self.from_limit = None
+        if not self.unread:
+            self.from_top = 0
+        else:
+            lo = min(r[1] for r in self.unread)
+            hi = max(r[2] for r in self.unread)
+            if lo >= self.region_peak:
+                self.from_top, self.from_limit, self.from_past = 0, lo, hi
+            else:
+                self.from_top = hi
+        self.region_bytes = 0
+        return (self.from_top + ALIGN - 1) & ~(ALIGN - 1)
+
+    def stored(self, seq, start):
+        """An execution's `done` is going out: what it stored stays Serval's until its `rd` says read."""
+        if self.from_top > start:
+            self.unread.append((seq, start, self.from_top))
+        self.region_peak = max(self.region_peak, self.region_bytes)
+        self.from_limit = None
 
     def tensor_bytes(self, tensor):
         """A Tensor's datatype, shape and bytes (a memoryview) as they go to Serval."""
@@ -493,10 +540,10 @@ class Stub:
         # An execution Serval sent behind another ("q") leaves the shared memory to that one's
         # outputs, which Serval may still be reading: its outputs and BLS traffic go attached.
         behind = bool(msg.get("q"))
-        if not behind:
-            self.from_top = 0
+        start = self.from_top if behind else self.place_outputs(msg)
         self.out_parts = [] if behind else None
         self.out_size = 0
+        self.out_lo = None
         try:
             buf = msg.get("bin")
             requests = [self.make_request(r, buf=buf) for r in msg["reqs"]]
@@ -513,20 +560,29 @@ class Stub:
                         self.chan.cancelled.discard(r["ck"])
             t2 = time.perf_counter_ns()
             out_start = (self.from_top + ALIGN - 1) & ~(ALIGN - 1)
+            self.out_lo = None
             responses = self.responses(result, requests)
             t3 = time.perf_counter_ns()
         except StubError as e:
             by_stub = {"stub": True} if isinstance(e, StubCheckError) else {}
+            if not behind:
+                self.stored(msg["seq"], start)
             self.chan.send({"t": "done", "seq": msg["seq"], "fail": str(e), **by_stub, **self.ran(t0, t1)})
             return
         except Exception as e:
             # An exception the model raised: worded as Triton's stub words it (stub: True).
+            if not behind:
+                self.stored(msg["seq"], start)
             self.chan.send({"t": "done", "seq": msg["seq"], "fail": format_exception(e), "stub": True, **self.ran(t0, t1)})
             return
         if behind:
             parts, out_start, hi = self.out_parts, 0, self.out_size
         else:
+            # The outputs begin where the first was stored (past an unread region, if it went there).
+            if self.out_lo is not None:
+                out_start = self.out_lo
             hi = max(out_start, self.from_top)
+            self.stored(msg["seq"], start)
             # Small outputs go attached, straight from the mapping (offsets stay relative to lo).
             parts = (memoryview(self.from_map)[out_start:hi],) if 0 < hi - out_start <= INLINE_BYTES else ()
         self.out_parts = None
