@@ -36,6 +36,13 @@ CONTROL_FD = 3
 TO_STUB_FD = 4
 FROM_STUB_FD = 5
 ALIGN = 64
+
+
+def _align(n):
+    """n rounded up to ALIGN: where the next tensor may start in the shared memory."""
+    return (n + ALIGN - 1) & ~(ALIGN - 1)
+
+
 # Outputs up to this size travel attached to `done` (one socket write, read with the message)
 # rather than through a positioned read of the "from stub" file; Serval does the same for inputs.
 INLINE_BYTES = 16 << 10
@@ -367,10 +374,10 @@ class Stub:
     def alloc(self, n):
         """Room for n bytes in the "from stub" memory: (offset, the mapping to write them into)."""
         with self.alloc_lock:
-            off = (self.from_top + ALIGN - 1) & ~(ALIGN - 1)
+            off = _align(self.from_top)
             if self.from_limit is not None and off + n > self.from_limit:
                 # No room below a region Serval may still read: on past it.
-                off = (self.from_past + ALIGN - 1) & ~(ALIGN - 1)
+                off = _align(self.from_past)
                 self.from_limit = None
             end = off + n
             self.region_bytes += n
@@ -405,7 +412,7 @@ class Stub:
             else:
                 self.from_top = hi
         self.region_bytes = 0
-        return (self.from_top + ALIGN - 1) & ~(ALIGN - 1)
+        return _align(self.from_top)
 
     def stored(self, seq, start):
         """An execution's `done` is going out: what it stored stays Serval's until its `rd` says read."""
@@ -543,7 +550,6 @@ class Stub:
         start = self.from_top if behind else self.place_outputs(msg)
         self.out_parts = [] if behind else None
         self.out_size = 0
-        self.out_lo = None
         try:
             buf = msg.get("bin")
             requests = [self.make_request(r, buf=buf) for r in msg["reqs"]]
@@ -559,7 +565,7 @@ class Stub:
                     if "ck" in r:
                         self.chan.cancelled.discard(r["ck"])
             t2 = time.perf_counter_ns()
-            out_start = (self.from_top + ALIGN - 1) & ~(ALIGN - 1)
+            out_start = _align(self.from_top)
             self.out_lo = None
             responses = self.responses(result, requests)
             t3 = time.perf_counter_ns()
