@@ -25,6 +25,7 @@ import { resolveConfig } from '../config/resolve.js';
 import type { ResolvedModelConfig } from '../config/resolved.js';
 import type { ModelConfig } from '../config/types.js';
 import { Cancellation } from '../kernel/cancel.js';
+import { InFlight } from '../kernel/churn.js';
 import type { DataType } from '../kernel/datatypes.js';
 import { asServalError, ServalError } from '../kernel/errors.js';
 import { keepMemory } from '../kernel/memory.js';
@@ -518,7 +519,8 @@ function resolveEnsemble(src: EnsembleSource, decoupled: boolean): ResolvedModel
 export class EnsembleVersion implements LoadedVersion {
   readonly stats = new ModelStats();
   private closed = false;
-  private readonly running = new Set<Promise<unknown>>();
+  /** Requests running (counted, not kept in a set: kernel/churn.ts). */
+  private readonly running = new InFlight();
   private readonly limiters: StepLimiter[];
   private readonly cache: ResponseCache | undefined;
 
@@ -594,12 +596,7 @@ export class EnsembleVersion implements LoadedVersion {
     const run = this.cache
       ? this.cachedRun(this.cache, req, requestStartNs, secondaryStats)
       : this.run(req, requestStartNs, secondaryStats);
-    const tracked = run.then(
-      () => undefined,
-      () => undefined,
-    );
-    this.running.add(tracked);
-    void tracked.finally(() => this.running.delete(tracked));
+    this.running.track(run);
     return run;
   }
 
@@ -749,8 +746,7 @@ export class EnsembleVersion implements LoadedVersion {
     const tracked = new Promise<void>((r) => {
       done = r;
     });
-    this.running.add(tracked);
-    void tracked.finally(() => this.running.delete(tracked));
+    this.running.track(tracked);
     const first = (): void => {
       if (answered) return;
       answered = true;
@@ -834,6 +830,6 @@ export class EnsembleVersion implements LoadedVersion {
   /** Stops taking requests and waits for the running ones; the composing models are the repository's. */
   async unload(): Promise<void> {
     this.closed = true;
-    while (this.running.size) await Promise.allSettled([...this.running]);
+    while (this.running.size) await this.running.idle();
   }
 }

@@ -9,6 +9,8 @@ export interface Entry {
   timeoutUs: number;
   /** Called when the entry leaves the queue because its timeout expired with REJECT. */
   expire(err: ServalError): void;
+  /** The queue's own record of the entry while it is queued (the queue sets and reads it). */
+  queued?: unknown;
 }
 
 interface Slot<T extends Entry> {
@@ -22,14 +24,14 @@ export class PriorityQueue<T extends Entry> {
   private readonly levels: Slot<T>[][];
   /** Timed-out DELAY entries: served after every entry that has not timed out. */
   private readonly delayed: Slot<T>[] = [];
-  private readonly slots = new Map<T, Slot<T>>();
+  private count = 0;
 
   constructor(private readonly config: QueueConfig) {
     this.levels = Array.from({ length: config.levels }, () => []);
   }
 
   get size(): number {
-    return this.slots.size;
+    return this.count;
   }
 
   /** Triton: priority 0 or beyond the configured levels means the default level. */
@@ -51,7 +53,8 @@ export class PriorityQueue<T extends Entry> {
       slot.timer = setTimeout(() => this.onTimeout(slot, policy), timeoutUs / 1000);
     }
     fifo.push(slot);
-    this.slots.set(item, slot);
+    item.queued = slot;
+    this.count++;
   }
 
   /** Entries in service order: levels from highest priority, then the delayed ones. */
@@ -69,9 +72,10 @@ export class PriorityQueue<T extends Entry> {
 
   /** Removes an entry; false when it was not queued. */
   remove(item: T): boolean {
-    const slot = this.slots.get(item);
+    const slot = item.queued as Slot<T> | undefined;
     if (!slot) return false;
-    this.slots.delete(item);
+    item.queued = undefined;
+    this.count--;
     if (slot.timer) clearTimeout(slot.timer);
     const list = slot.delayed ? this.delayed : this.levels[slot.level - 1]!;
     list.splice(list.indexOf(slot), 1);
@@ -80,7 +84,7 @@ export class PriorityQueue<T extends Entry> {
 
   private onTimeout(slot: Slot<T>, policy: QueuePolicy): void {
     slot.timer = undefined;
-    if (!this.slots.has(slot.item)) return;
+    if (slot.item.queued !== slot) return;
     if (policy.timeoutAction === 'DELAY') {
       const fifo = this.levels[slot.level - 1]!;
       fifo.splice(fifo.indexOf(slot), 1);

@@ -14,6 +14,7 @@ import type {
 } from '../backends/backend.js';
 import type { BatchingPolicy, RaggedBatching } from '../config/resolved.js';
 import type { Cancellation } from '../kernel/cancel.js';
+import { InFlight, InOrder } from '../kernel/churn.js';
 import { type DataType, elementCount, elementSize } from '../kernel/datatypes.js';
 import { asServalError, ServalError } from '../kernel/errors.js';
 import type { RequestTrace } from '../kernel/trace.js';
@@ -96,15 +97,15 @@ const ALIGN = 64;
 export class Scheduler {
   private readonly queue: PriorityQueue<Queued>;
   private nextSeq = 0;
-  /** preserve_ordering: settlements waiting for earlier requests, by seq. */
-  private readonly held = new Map<number, () => void>();
-  private releaseSeq = 0;
+  /** preserve_ordering: settlements wait for earlier requests'. */
+  private readonly ordering = new InOrder();
   /** Executions each instance is running or holding (at most its capacity). */
   private readonly busy: Map<ModelInstance, number>;
   private timer: NodeJS.Timeout | undefined;
   private timerAt = 0n;
   private closed = false;
-  private readonly inflight = new Set<Promise<unknown>>();
+  /** Executions running (counted, not kept in a set: kernel/churn.ts). */
+  private readonly inflight = new InFlight();
   /** The latency-budget batcher: sets the queue delay when the model has a p99 target. */
   private readonly budget: LatencyBudget | undefined;
   /** Batches at least this large are full: a longer delay cannot make them larger. */
@@ -183,7 +184,7 @@ export class Scheduler {
   async drain(): Promise<void> {
     this.closed = true;
     while (this.queue.size || this.inflight.size) {
-      await Promise.allSettled([...this.inflight]);
+      await this.inflight.idle();
       if (this.queue.size && !this.inflight.size) this.dispatch();
       if (this.queue.size && !this.inflight.size) {
         await new Promise((r) => setTimeout(r, 1));
@@ -211,11 +212,7 @@ export class Scheduler {
       deliver();
       return;
     }
-    this.held.set(item.seq, deliver);
-    for (let next = this.held.get(this.releaseSeq); next; next = this.held.get(this.releaseSeq)) {
-      this.held.delete(this.releaseSeq++);
-      next();
-    }
+    this.ordering.deliver(item.seq, deliver);
   }
 
   /**
@@ -249,12 +246,12 @@ export class Scheduler {
       const batch = this.nextBatch();
       if (!batch) return;
       this.busy.set(instance, this.busy.get(instance)! + 1);
-      const run = this.execute(instance, batch).finally(() => {
-        this.inflight.delete(run);
+      this.inflight.start();
+      void this.execute(instance, batch).finally(() => {
+        this.inflight.end();
         this.busy.set(instance, this.busy.get(instance)! - 1);
         this.dispatch();
       });
-      this.inflight.add(run);
     }
   }
 
@@ -283,8 +280,9 @@ export class Scheduler {
       return;
     }
     this.busy.set(instance, 1);
-    const run = this.execute(instance, batch).finally(() => {
-      this.inflight.delete(run);
+    this.inflight.start();
+    void this.execute(instance, batch).finally(() => {
+      this.inflight.end();
       this.busy.set(instance, 0);
       // With more queued, it waits again before its resources are given to anyone else.
       const again = this.queue.size > this.staged.size;
@@ -292,7 +290,6 @@ export class Scheduler {
       limit.release(true, again ? () => this.granted(instance, limit) : undefined);
       this.dispatch();
     });
-    this.inflight.add(run);
   }
 
   /**

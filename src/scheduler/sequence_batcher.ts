@@ -18,6 +18,7 @@
 // gets Triton's error for a request without START. Nothing survives an unload.
 import type { ExecResult, ModelInstance } from '../backends/backend.js';
 import type { SequenceControl, SequencePolicy, SequenceStateConfig } from '../config/resolved.js';
+import { InFlight, InOrder } from '../kernel/churn.js';
 import { type DataType, elementCount, elementSize, joinBytes } from '../kernel/datatypes.js';
 import { asServalError, ServalError } from '../kernel/errors.js';
 import { keepMemory } from '../kernel/memory.js';
@@ -139,10 +140,10 @@ export class SequenceBatcher {
   /** Accepted requests not yet answered. */
   private outstanding = 0;
   private readonly drained: (() => void)[] = [];
-  private readonly inflight = new Set<Promise<void>>();
+  /** Executions running (counted, not kept in a set: kernel/churn.ts). */
+  private readonly inflight = new InFlight();
   private nextOrder = 0;
-  private releaseOrder = 0;
-  private readonly held = new Map<number, () => void>();
+  private readonly ordering = new InOrder();
   /** iterative_sequence: the correlation ID the next request without one gets (Triton's counter from 1). */
   private nextIterativeId = 1n;
 
@@ -532,9 +533,10 @@ export class SequenceBatcher {
 
   private run(lane: Lane, rows: Row[]): void {
     lane.busy = true;
-    const task = this.execute(lane, rows).finally(() => {
+    this.inflight.start();
+    void this.execute(lane, rows).finally(() => {
       lane.busy = false;
-      this.inflight.delete(task);
+      this.inflight.end();
       if (this.policy.strategy === 'oldest') for (const p of rows) if (p?.issuedFrom) this.advance(p.issuedFrom);
       if (lane.limit) {
         // Its next batch waits again before its resources go to another instance (Triton stages
@@ -547,7 +549,6 @@ export class SequenceBatcher {
       this.dispatch(lane);
       this.checkDrained();
     });
-    this.inflight.add(task);
   }
 
   private dispatch(lane: Lane): void {
@@ -762,11 +763,7 @@ export class SequenceBatcher {
 
   /** Runs `deliver` once every answer issued before `order` has been delivered. */
   private inOrder(order: number, deliver: () => void): void {
-    this.held.set(order, deliver);
-    for (let next = this.held.get(this.releaseOrder); next; next = this.held.get(this.releaseOrder)) {
-      this.held.delete(this.releaseOrder++);
-      next();
-    }
+    this.ordering.deliver(order, deliver);
   }
 
   private checkDrained(): void {

@@ -3,6 +3,7 @@
 import { type MessagePort, receiveMessageOnPort } from 'node:worker_threads';
 import type { InstancePlacement } from '../../config/resolved.js';
 import type { ModelSignature } from '../../config/signature.js';
+import { IdTable } from '../../kernel/churn.js';
 import { ServalError } from '../../kernel/errors.js';
 import type { ExecLayout, ExecResult, Execution, ModelInstance, Reservation } from '../backend.js';
 import {
@@ -111,8 +112,8 @@ async function closeSession(link: Link, seq: number): Promise<void> {
 export class OrtInstance implements ModelInstance {
   /** Executions it accepts at once: one running, the next waiting in the worker. */
   readonly capacity = SLOTS;
-  /** By sequence number. */
-  private readonly pending = new Map<number, Pending>();
+  /** Executions sent to the worker, by seq (not a Map of them: kernel/churn.ts). */
+  private readonly pending = new IdTable<Pending>();
   /** Last sequence number submitted, and the last whose reply has been taken. */
   private submitted = 0;
   private consumed = 0;
@@ -523,7 +524,7 @@ export class OrtInstance implements ModelInstance {
   }
 
   private fail(reason: string): void {
-    const all = [...this.pending.values()];
+    const all = this.pending.values();
     this.pending.clear();
     for (const p of all) p.reject(ServalError.internal(reason));
   }

@@ -29,6 +29,7 @@
 import type { InstancePlacement } from '../../config/resolved.js';
 import { awaitAnswer } from '../../kernel/awake.js';
 import type { Cancellation } from '../../kernel/cancel.js';
+import { IdTable } from '../../kernel/churn.js';
 import { scrubPaths } from '../../kernel/confine.js';
 import { type MetricKind, pythonCustomMetrics } from '../../kernel/custom_metrics.js';
 import { isDataType } from '../../kernel/datatypes.js';
@@ -194,10 +195,10 @@ export class PythonInstance implements ModelInstance {
   private readonly staging = [Buffer.allocUnsafe(INITIAL_SHM)];
   private readonly stagingUsed = [false];
   /** A decoupled model's requests not yet ended, by key. */
-  private readonly open = new Map<number, OpenRequest>();
+  private readonly open = new IdTable<OpenRequest>();
   private lastKey = 0;
   /** Traces of the sampled requests the model holds, by key (RequestSpec.tk), for its traced BLS calls. */
-  private readonly traces = new Map<number, RequestTrace>();
+  private readonly traces = new IdTable<RequestTrace>();
 
   private constructor(
     readonly placement: InstancePlacement,
@@ -653,8 +654,8 @@ export class PythonInstance implements ModelInstance {
 
   /** Ends every open decoupled request with `err` (the stub died, or the instance closed). */
   private endOpen(err: Error): void {
-    const open = [...this.open.values()];
-    for (const rk of [...this.open.keys()]) this.forget(rk);
+    const open = this.open.values();
+    for (const rk of this.open.keys()) this.forget(rk);
     for (const o of open) o.channel.send(err, true);
   }
 

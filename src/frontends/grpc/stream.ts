@@ -10,6 +10,7 @@ import type * as grpc from '@grpc/grpc-js';
 import type { CoreApi } from '../../core/api.js';
 import type { BudgetTicket, ByteBudget } from '../../kernel/byte_budget.js';
 import { Cancellation } from '../../kernel/cancel.js';
+import { IdTable } from '../../kernel/churn.js';
 import { asServalError, grpcStatus, isServerFault, ServalError } from '../../kernel/errors.js';
 import type { Logger } from '../../kernel/log.js';
 import type { RequestTrace } from '../../kernel/trace.js';
@@ -129,7 +130,8 @@ class InferStream {
    */
   private readonly order: Slot[] = [];
   /** Requests the core holds (until their final answer), cancelled together when the client goes away. */
-  private readonly inflight = new Set<Cancellation>();
+  private readonly inflight = new IdTable<Cancellation>();
+  private lastId = 0;
   private readEnded = false;
   private draining = false;
   private closed = false;
@@ -180,13 +182,13 @@ class InferStream {
     const replies = decoupled ? this.direct(trace) : this.ordered(trace);
     let done = false;
     let ticket: BudgetTicket | undefined;
-    let cancellation: Cancellation | undefined;
     // Whether the core took the request in before it failed (see errorMessage).
     let admitted = false;
     let responded = false;
+    const id = ++this.lastId;
     const finish = (): void => {
       done = true;
-      if (cancellation) this.inflight.delete(cancellation);
+      this.inflight.delete(id);
       ticket?.release();
     };
     const fail = (e: unknown, final: boolean): void => {
@@ -226,13 +228,13 @@ class InferStream {
       fail(e, true);
       return;
     }
-    cancellation = new Cancellation();
+    const cancellation = new Cancellation();
     req.cancellation = cancellation;
     if (trace) req.trace = trace;
     req.admitted = () => {
       admitted = true;
     };
-    this.inflight.add(cancellation);
+    this.inflight.set(id, cancellation);
     const first = (): void => {
       if (responded) return;
       responded = true;
@@ -341,7 +343,7 @@ class InferStream {
     // Answered but unsent responses are dropped; their traces still end (the rest end as they settle).
     for (const slot of this.order) if (slot.done) slot.trace?.end();
     this.order.length = 0;
-    for (const c of [...this.inflight]) c.cancel();
+    for (const c of this.inflight.values()) c.cancel();
   }
 }
 

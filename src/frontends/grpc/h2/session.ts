@@ -5,6 +5,7 @@
 // a unary call needs and hands each stream to a handler the caller picks from its headers.
 // What it does not serve itself it does not parse beyond HTTP/2: every stream is a handler's.
 import type { Socket } from 'node:net';
+import { IdTable } from '../../../kernel/churn.js';
 import { encodeHeaders, type HeaderField, HpackDecoder, HpackError } from './hpack.js';
 
 export const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
@@ -153,7 +154,8 @@ export interface SessionEvents {
 }
 
 export class H2Session {
-  readonly streams = new Map<number, H2Stream>();
+  /** Open streams by id (not a Map of them: kernel/churn.ts). */
+  readonly streams = new IdTable<H2Stream>();
   destroyed = false;
   /** No new streams: a GOAWAY went out, or came in. */
   draining = false;
@@ -730,7 +732,7 @@ export class H2Session {
   destroy(): void {
     if (this.destroyed) return;
     this.destroyed = true;
-    for (const s of [...this.streams.values()]) this.drop(s, H2Error.CANCEL);
+    for (const s of this.streams.values()) this.drop(s, H2Error.CANCEL);
     this.chunks = [];
     if (!this.socket.destroyed && !this.socket.writableEnded) this.socket.destroy();
     // A socket ended by this side closes once its last bytes are out.
