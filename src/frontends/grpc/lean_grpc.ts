@@ -191,6 +191,8 @@ function leanSession(socket: Socket, connect: () => Duplex, opts: LeanGrpcOption
     if (headers[':method'] !== 'POST' || !takes(headers)) return proxy.handler(stream, fields);
     const call = new UnaryInferCall(new LeanUnaryStream(stream), headers, opts);
     return {
+      // UnaryInferCall copies every byte into the message it assembles.
+      copies: true,
       data(chunk, release) {
         call.data(chunk);
         release();

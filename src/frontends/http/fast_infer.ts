@@ -17,7 +17,7 @@ import type { CoreApi } from '../../core/api.js';
 import type { BudgetTicket, ByteBudget } from '../../kernel/byte_budget.js';
 import { Cancellation } from '../../kernel/cancel.js';
 import type { Logger } from '../../kernel/log.js';
-import { freeNow, freeSent } from '../../kernel/memory.js';
+import { freeNow, freeSent, wholeBuffer } from '../../kernel/memory.js';
 import type { RequestTrace } from '../../kernel/trace.js';
 import { probeAfterEnd } from './half_close.js';
 import { acceptedEncoding, answerInfer, errorAnswer, type InferAnswer, type InferExchangeOptions } from './infer_exchange.js';
@@ -233,7 +233,13 @@ export function installFastInfer(app: FastifyInstance, core: CoreApi, log: Logge
       this.wait = undefined;
       if (this.body && !this.handing) {
         const rest = this.fill(chunk);
-        if (!rest) return;
+        if (!rest) {
+          // All of it was copied into the body: the socket's read is freed now rather than left
+          // to count as V8 external memory (which triggers a scavenge every ~64 MB of it).
+          const whole = wholeBuffer(chunk);
+          if (whole) freeNow(whole);
+          return;
+        }
         chunk = rest;
       }
       if (!this.buf) this.recvStart = process.hrtime.bigint();
