@@ -406,8 +406,21 @@ class TritonRun {
     L.push(
       `| tritonserver | ${this.tritonVersion} from PyPI's nvidia-pytriton 0.7.0 (\`${rel(TRITON_VENV)}\`), \`tools/reference/tritonserver.sh\`, its defaults |`,
     );
+    // tritonserver's stub embeds the libpython the loader finds; Serval runs PY. setup-triton.sh
+    // makes the venv from the interpreter of that libpython's build, so both run one build.
+    const builtWith = sh(PY, [
+      '-c',
+      'import os, sysconfig as s; print(os.path.realpath(os.path.join(s.get_config_var("LIBDIR"), s.get_config_var("INSTSONAME"))))',
+    ]);
+    const stubLoads = sh('bash', [
+      '-c',
+      'site="$("$0" -c "import sysconfig; print(sysconfig.get_paths()[\'purelib\'])")"; ' +
+        'LD_LIBRARY_PATH="$site/nvidia_pytriton.libs" ldd "$site/pytriton/tritonserver/backends/python/triton_python_backend_stub" | ' +
+        "awk '$1 ~ /^libpython/ {print $3}' | xargs -r realpath",
+      PY,
+    ]);
     L.push(
-      `| Python (both) | \`${rel(PY)}\`: ${sh(PY, ['-c', 'import sys, numpy, PIL; print(f"Python {sys.version.split()[0]}, numpy {numpy.__version__}, Pillow {PIL.__version__}")'])} (Serval: \`--backend-config=python,interpreter=…\`) |`,
+      `| Python (both) | \`${rel(PY)}\`: ${sh(PY, ['-c', 'import sys, numpy, PIL; print(f"Python {sys.version.split()[0]}, numpy {numpy.__version__}, Pillow {PIL.__version__}")'])} (Serval: \`--backend-config=python,interpreter=…\`); its build's \`${builtWith}\` ${builtWith === stubLoads ? 'is' : `**is not** (tritonserver's stub loads \`${stubLoads}\`)`} the libpython tritonserver's stub loads |`,
     );
     L.push(
       `| perf_analyzer | ${paVersion()}; \`-b 1 -p ${this.plan.windowMs} -s ${this.plan.stability} -r ${this.plan.trials}\` (unstable: \`-s 50\`, then one \`--request-count ${this.plan.requestCount}\`) |`,

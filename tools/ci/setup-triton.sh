@@ -16,8 +16,17 @@
 # nvidia-pytriton is installed with --no-deps: only its bundled tritonserver is
 # used, never its Python API (which would pull in tritonclient, pyzmq, typer, ...).
 #
+# The interpreter: tritonserver's stub embeds whichever libpython3.X.so.1.0 the
+# dynamic loader finds (on Debian, the system's), while Serval runs this venv's
+# python. So that both servers run models on the same Python build (Debian's is
+# built with profile-guided optimisation, pyenv's by default is not: 1.3-1.5x apart
+# on interpreter-bound code), the venv is made from the interpreter whose libpython
+# is the one the stub loads, when one is installed (found by version among PATH,
+# /usr/bin and /usr/local/bin); otherwise it says that the two differ.
+#
 # Idempotent: a stamp file records the pins; when it matches, the stub is in
-# place and `tritonserver --help` runs, it does nothing.
+# place, its libpython is the venv's (or no interpreter has it) and
+# `tritonserver --help` runs, it does nothing.
 #
 # Environment knobs:
 #   PYTHON=python3.11          interpreter used to create the venv (3.9-3.12: numpy 1.26.4 has wheels for those)
@@ -54,11 +63,34 @@ venv_paths() {
   TRITON="$SITE/pytriton/tritonserver"
 }
 
+# The libpython an interpreter's build installs (for a statically linked one, its build's shared library).
+py_libpython() {
+  "$1" -c 'import os, sysconfig as s; print(os.path.realpath(os.path.join(s.get_config_var("LIBDIR"), s.get_config_var("INSTSONAME"))))' 2>/dev/null
+}
+
+# The libpython tritonserver's stub loads, with tools/reference/tritonserver.sh's library path.
+stub_libpython() {
+  LD_LIBRARY_PATH="$SITE/nvidia_pytriton.libs" ldd "$TRITON/backends/python/triton_python_backend_stub" 2>/dev/null |
+    awk '$1 ~ /^libpython/ && $3 ~ /^\// {print $3; exit}' | xargs -r realpath
+}
+
+# An installed python$PYVER whose libpython is the stub's, if the venv's is not; else nothing.
+stub_python() {
+  local want have p
+  want="$(stub_libpython)"
+  have="$(py_libpython "$VENV/bin/python")"
+  [[ -n "$want" && "$want" != "$have" ]] || return 0
+  for p in "$(command -v "python$PYVER" || true)" "/usr/bin/python$PYVER" "/usr/local/bin/python$PYVER"; do
+    if [[ -x "$p" && "$(py_libpython "$p")" == "$want" ]]; then echo "$p"; return 0; fi
+  done
+}
+
 venv_ok() {
   [[ -x "$VENV/bin/python" ]] || return 1
   [[ -f "$VENV/.serval-triton-stamp" && "$(cat "$VENV/.serval-triton-stamp")" == "$(stamp_value)" ]] || return 1
   venv_paths
   [[ -x "$TRITON/backends/python/triton_python_backend_stub" ]] || return 1
+  [[ -z "$(stub_python)" ]] || return 1
   [[ "$("$VENV/bin/python" -c 'import numpy; print("numpy==" + numpy.__version__)' 2>/dev/null)" == "$NUMPY_PIN" ]] || return 1
   # tritonserver has no --version; --help prints the usage (and exits 1) once the binary and its libraries load.
   local usage
@@ -71,26 +103,39 @@ if venv_ok; then
   exit 0
 fi
 
-PY="$(pick_python)"
-if [[ -e "$VENV" ]] && ! "$VENV/bin/python" -c 'import sys; assert (3, 9) <= sys.version_info[:2] <= (3, 12)' 2>/dev/null; then
-  log "removing unusable $VENV"
+install_venv() {
+  local py="$1"
+  if [[ -e "$VENV" ]] && ! "$VENV/bin/python" -c 'import sys; assert (3, 9) <= sys.version_info[:2] <= (3, 12)' 2>/dev/null; then
+    log "removing unusable $VENV"
+    rm -rf "$VENV"
+  fi
+  if [[ ! -x "$VENV/bin/python" ]]; then
+    log "creating $VENV with $py ($("$py" --version 2>&1))"
+    "$py" -m venv "$VENV"
+  fi
+  venv_paths
+
+  export PIP_DISABLE_PIP_VERSION_CHECK=1
+  log "installing $PYTRITON_WHEEL and $NUMPY_PIN (--no-deps: pip will not complain about pytriton's own, unused, requirements)"
+  "$VENV/bin/python" -m pip install --quiet --no-input --no-deps "$PYTRITON_WHEEL"
+  "$VENV/bin/python" -m pip install --quiet --no-input --no-deps "$NUMPY_PIN"   # numpy has no dependencies
+
+  STUB="$TRITON/python_backend_stubs/$PYVER/triton_python_backend_stub"
+  [[ -f "$STUB" ]] || { echo "setup-triton: the wheel has no Python-backend stub for Python $PYVER ($STUB)" >&2; exit 1; }
+  install -m 0755 "$STUB" "$TRITON/backends/python/triton_python_backend_stub"
+  chmod +x "$TRITON/bin/tritonserver"
+}
+
+install_venv "$(pick_python)"
+MATCH="$(stub_python)"
+if [[ -n "$MATCH" ]]; then
+  log "tritonserver's stub loads $(stub_libpython), the build of $MATCH, not the venv's ($(py_libpython "$VENV/bin/python")): making the venv again with $MATCH, so both servers run models on one Python build"
   rm -rf "$VENV"
+  install_venv "$MATCH"
 fi
-if [[ ! -x "$VENV/bin/python" ]]; then
-  log "creating $VENV with $PY ($("$PY" --version 2>&1))"
-  "$PY" -m venv "$VENV"
+if [[ "$(stub_libpython)" != "$(py_libpython "$VENV/bin/python")" ]]; then
+  log "warning: tritonserver's stub loads '$(stub_libpython)', the venv's python is built with '$(py_libpython "$VENV/bin/python")', and no installed python$PYVER has the stub's: Python-model timings compare two builds"
 fi
-venv_paths
-
-export PIP_DISABLE_PIP_VERSION_CHECK=1
-log "installing $PYTRITON_WHEEL and $NUMPY_PIN (--no-deps: pip will not complain about pytriton's own, unused, requirements)"
-"$VENV/bin/python" -m pip install --quiet --no-input --no-deps "$PYTRITON_WHEEL"
-"$VENV/bin/python" -m pip install --quiet --no-input --no-deps "$NUMPY_PIN"   # numpy has no dependencies
-
-STUB="$TRITON/python_backend_stubs/$PYVER/triton_python_backend_stub"
-[[ -f "$STUB" ]] || { echo "setup-triton: the wheel has no Python-backend stub for Python $PYVER ($STUB)" >&2; exit 1; }
-install -m 0755 "$STUB" "$TRITON/backends/python/triton_python_backend_stub"
-chmod +x "$TRITON/bin/tritonserver"
 
 stamp_value >"$VENV/.serval-triton-stamp"
 venv_ok || {
