@@ -32,6 +32,13 @@ import { killEverything, SETUP_TRITON, startTriton, TRITON_VENV } from './triton
 const MODELS = path.join(ROOT, 'tools', 'bench', 'triton', 'models');
 const SETUP_BASELINE = path.join(ROOT, 'tools', 'bench', 'decoupled', 'setup-baseline.sh');
 const PY = path.join(TRITON_VENV, 'bin', 'python');
+/**
+ * Serval's interpreter: CPython's main() on the libpython tritonserver's stub embeds, which
+ * tools/ci/setup-triton.sh builds when it can, so both servers run models on one library
+ * (builds of one Python version differ by up to a quarter in speed); else the venv's python.
+ */
+const LAUNCHER = path.join(TRITON_VENV, 'bin', 'python-libpython');
+const servalPython = (): string => (existsSync(LAUNCHER) ? LAUNCHER : PY);
 const BASELINE = process.env.TRITON_BENCH_BASELINE ?? '';
 const ROUNDS = Number(process.env.TRITON_BENCH_ROUNDS ?? 2);
 
@@ -182,7 +189,7 @@ class TritonRun {
       '0',
       '--metrics-port',
       '0',
-      `--backend-config=python,interpreter=${PY}`,
+      `--backend-config=python,interpreter=${servalPython()}`,
     ];
     const servers: Partial<Record<Peer, Server>> = {};
     this.cmd(['node', ...servalArgs(SERVAL_CLI)]);
@@ -406,21 +413,19 @@ class TritonRun {
     L.push(
       `| tritonserver | ${this.tritonVersion} from PyPI's nvidia-pytriton 0.7.0 (\`${rel(TRITON_VENV)}\`), \`tools/reference/tritonserver.sh\`, its defaults |`,
     );
-    // tritonserver's stub embeds the libpython the loader finds; Serval runs PY. setup-triton.sh
-    // makes the venv from the interpreter of that libpython's build, so both run one build.
-    const builtWith = sh(PY, [
-      '-c',
-      'import os, sysconfig as s; print(os.path.realpath(os.path.join(s.get_config_var("LIBDIR"), s.get_config_var("INSTSONAME"))))',
+    // tritonserver's stub embeds the libpython the loader finds; Serval runs servalPython().
+    const libpythonOf = (exe: readonly string[]): string =>
+      sh('bash', ['-c', 'LD_LIBRARY_PATH="$1" ldd "$0" | awk \'$1 ~ /^libpython/ {print $3}\' | xargs -r realpath', ...exe]);
+    const site = sh(PY, ['-c', "import sysconfig; print(sysconfig.get_paths()['purelib'])"]);
+    const pyLibs = path.join(site, 'nvidia_pytriton.libs');
+    const stubLoads = libpythonOf([
+      path.join(site, 'pytriton', 'tritonserver', 'backends', 'python', 'triton_python_backend_stub'),
+      pyLibs,
     ]);
-    const stubLoads = sh('bash', [
-      '-c',
-      'site="$("$0" -c "import sysconfig; print(sysconfig.get_paths()[\'purelib\'])")"; ' +
-        'LD_LIBRARY_PATH="$site/nvidia_pytriton.libs" ldd "$site/pytriton/tritonserver/backends/python/triton_python_backend_stub" | ' +
-        "awk '$1 ~ /^libpython/ {print $3}' | xargs -r realpath",
-      PY,
-    ]);
+    const serval = servalPython();
+    const servalLoads = libpythonOf([serval, '']) || 'none (statically linked)';
     L.push(
-      `| Python (both) | \`${rel(PY)}\`: ${sh(PY, ['-c', 'import sys, numpy, PIL; print(f"Python {sys.version.split()[0]}, numpy {numpy.__version__}, Pillow {PIL.__version__}")'])} (Serval: \`--backend-config=python,interpreter=…\`); its build's \`${builtWith}\` ${builtWith === stubLoads ? 'is' : `**is not** (tritonserver's stub loads \`${stubLoads}\`)`} the libpython tritonserver's stub loads |`,
+      `| Python | Serval: \`${rel(serval)}\` (\`--backend-config=python,interpreter=…\`) on \`${servalLoads}\`; tritonserver's stub on \`${stubLoads}\`${servalLoads === stubLoads ? ', the same library' : ' (**not the same**: interpreter-bound code runs at different speeds)'}; ${sh(serval, ['-c', 'import sys, numpy, PIL; print(f"Python {sys.version.split()[0]}, numpy {numpy.__version__}, Pillow {PIL.__version__}")'])} |`,
     );
     L.push(
       `| perf_analyzer | ${paVersion()}; \`-b 1 -p ${this.plan.windowMs} -s ${this.plan.stability} -r ${this.plan.trials}\` (unstable: \`-s 50\`, then one \`--request-count ${this.plan.requestCount}\`) |`,

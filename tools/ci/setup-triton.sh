@@ -17,12 +17,19 @@
 # used, never its Python API (which would pull in tritonclient, pyzmq, typer, ...).
 #
 # The interpreter: tritonserver's stub embeds whichever libpython3.X.so.1.0 the
-# dynamic loader finds (on Debian, the system's), while Serval runs this venv's
-# python. So that both servers run models on the same Python build (Debian's is
-# built with profile-guided optimisation, pyenv's by default is not: 1.3-1.5x apart
-# on interpreter-bound code), the venv is made from the interpreter whose libpython
-# is the one the stub loads, when one is installed (found by version among PATH,
-# /usr/bin and /usr/local/bin); otherwise it says that the two differ.
+# dynamic loader finds (on Debian, the system's shared library), while Serval runs an
+# interpreter executable. Interpreter-bound model code runs at different speeds on
+# different builds, and even on one build: Debian's statically linked /usr/bin/python3.11
+# ran a Python micro-benchmark ~25% faster than its own libpython3.11.so, pyenv's
+# shared build ~5% slower than that. So that both servers run models on the very same
+# library, this script
+#   - makes the venv from the interpreter whose build the stub's libpython is, when one is
+#     installed (by version among PATH, /usr/bin and /usr/local/bin), so the standard
+#     library matches it; otherwise it says that the two differ;
+#   - builds $VENV/bin/python-libpython: CPython's own main() (Py_BytesMain) linked against
+#     the stub's libpython, a venv interpreter like bin/python (needs a C compiler and
+#     Python.h; without them it says so, and benchmarks fall back to bin/python).
+# tools/bench/triton.ts serves Serval's Python models with python-libpython when it exists.
 #
 # Idempotent: a stamp file records the pins; when it matches, the stub is in
 # place, its libpython is the venv's (or no interpreter has it) and
@@ -85,6 +92,33 @@ stub_python() {
   done
 }
 
+LAUNCHER_C='#include <Python.h>
+int main(int argc, char **argv) { return Py_BytesMain(argc, argv); }'
+
+# python-libpython runs, in the venv, on the stub's libpython.
+launcher_ok() {
+  local l="$VENV/bin/python-libpython"
+  [[ -x "$l" ]] || return 1
+  [[ "$("$l" -c 'import sys; print(sys.prefix)' 2>/dev/null)" == "$VENV" ]] || return 1
+  [[ "$(ldd "$l" 2>/dev/null | awk '$1 ~ /^libpython/ {print $3; exit}' | xargs -r realpath)" == "$(stub_libpython)" ]]
+}
+
+build_launcher() {
+  local lib inc cc
+  rm -f "$VENV/bin/python-libpython"
+  lib="$(stub_libpython)"
+  inc="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')"
+  cc="$(command -v cc || command -v gcc || true)"
+  if [[ -n "$lib" && -n "$cc" && -f "$inc/Python.h" ]] &&
+    echo "$LAUNCHER_C" | "$cc" -O2 -I"$inc" -x c - -x none -o "$VENV/bin/python-libpython" \
+      "$lib" -Wl,-rpath,"$(dirname "$lib")" 2>/dev/null && launcher_ok; then
+    log "built $VENV/bin/python-libpython on $lib (the stub's libpython)"
+  else
+    rm -f "$VENV/bin/python-libpython"
+    log "warning: no python-libpython (libpython '${lib:-none}', C compiler '${cc:-none}', $inc/Python.h): benchmarks run Serval's Python models on bin/python, not on the stub's libpython"
+  fi
+}
+
 venv_ok() {
   [[ -x "$VENV/bin/python" ]] || return 1
   [[ -f "$VENV/.serval-triton-stamp" && "$(cat "$VENV/.serval-triton-stamp")" == "$(stamp_value)" ]] || return 1
@@ -99,6 +133,7 @@ venv_ok() {
 }
 
 if venv_ok; then
+  launcher_ok || build_launcher
   log "$VENV is up to date (tritonserver 2.51.0, Python $PYVER, $NUMPY_PIN)"
   exit 0
 fi
@@ -133,6 +168,7 @@ if [[ -n "$MATCH" ]]; then
   rm -rf "$VENV"
   install_venv "$MATCH"
 fi
+build_launcher
 if [[ "$(stub_libpython)" != "$(py_libpython "$VENV/bin/python")" ]]; then
   log "warning: tritonserver's stub loads '$(stub_libpython)', the venv's python is built with '$(py_libpython "$VENV/bin/python")', and no installed python$PYVER has the stub's: Python-model timings compare two builds"
 fi
