@@ -36,7 +36,8 @@
 # `tritonserver --help` runs, it does nothing.
 #
 # Environment knobs:
-#   PYTHON=python3.11          interpreter used to create the venv (3.9-3.12: numpy 1.26.4 has wheels for those)
+#   PYTHON=python3.11          interpreter used to create the venv (3.9-3.12: numpy 1.26.4 has wheels for those;
+#                              kept even when its build is not the stub's)
 #   SERVAL_TRITON_VENV=/path   venv location (default <repo>/.venv-triton)
 set -euo pipefail
 
@@ -107,6 +108,11 @@ build_launcher() {
   local lib inc cc
   rm -f "$VENV/bin/python-libpython"
   lib="$(stub_libpython)"
+  if [[ "$lib" != "$(py_libpython "$VENV/bin/python")" ]]; then
+    # The venv's standard library is another build's: no launcher on the stub's library.
+    log "warning: tritonserver's stub loads '$lib', the venv's python is built with '$(py_libpython "$VENV/bin/python")'${PYTHON:+ (PYTHON=$PYTHON)}: Python-model timings compare two builds"
+    return 0
+  fi
   inc="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')"
   cc="$(command -v cc || command -v gcc || true)"
   if [[ -n "$lib" && -n "$cc" && -f "$inc/Python.h" ]] &&
@@ -124,7 +130,7 @@ venv_ok() {
   [[ -f "$VENV/.serval-triton-stamp" && "$(cat "$VENV/.serval-triton-stamp")" == "$(stamp_value)" ]] || return 1
   venv_paths
   [[ -x "$TRITON/backends/python/triton_python_backend_stub" ]] || return 1
-  [[ -z "$(stub_python)" ]] || return 1
+  [[ -n "${PYTHON:-}" || -z "$(stub_python)" ]] || return 1
   [[ "$("$VENV/bin/python" -c 'import numpy; print("numpy==" + numpy.__version__)' 2>/dev/null)" == "$NUMPY_PIN" ]] || return 1
   # tritonserver has no --version; --help prints the usage (and exits 1) once the binary and its libraries load.
   local usage
@@ -162,16 +168,14 @@ install_venv() {
 }
 
 install_venv "$(pick_python)"
-MATCH="$(stub_python)"
+MATCH=""
+[[ -n "${PYTHON:-}" ]] || MATCH="$(stub_python)"   # an interpreter named in PYTHON is kept
 if [[ -n "$MATCH" ]]; then
   log "tritonserver's stub loads $(stub_libpython), the build of $MATCH, not the venv's ($(py_libpython "$VENV/bin/python")): making the venv again with $MATCH, so both servers run models on one Python build"
   rm -rf "$VENV"
   install_venv "$MATCH"
 fi
 build_launcher
-if [[ "$(stub_libpython)" != "$(py_libpython "$VENV/bin/python")" ]]; then
-  log "warning: tritonserver's stub loads '$(stub_libpython)', the venv's python is built with '$(py_libpython "$VENV/bin/python")', and no installed python$PYVER has the stub's: Python-model timings compare two builds"
-fi
 
 stamp_value >"$VENV/.serval-triton-stamp"
 venv_ok || {
