@@ -76,10 +76,15 @@ py_libpython() {
   "$1" -c 'import os, sysconfig as s; print(os.path.realpath(os.path.join(s.get_config_var("LIBDIR"), s.get_config_var("INSTSONAME"))))' 2>/dev/null
 }
 
+# The libpython an executable loads (resolved), with LD_LIBRARY_PATH=$2; nothing if none.
+loaded_libpython() {
+  LD_LIBRARY_PATH="${2:-}" ldd "$1" 2>/dev/null |
+    awk '$1 ~ /^libpython/ && $3 ~ /^\// {print $3; exit}' | xargs -r realpath
+}
+
 # The libpython tritonserver's stub loads, with tools/reference/tritonserver.sh's library path.
 stub_libpython() {
-  LD_LIBRARY_PATH="$SITE/nvidia_pytriton.libs" ldd "$TRITON/backends/python/triton_python_backend_stub" 2>/dev/null |
-    awk '$1 ~ /^libpython/ && $3 ~ /^\// {print $3; exit}' | xargs -r realpath
+  loaded_libpython "$TRITON/backends/python/triton_python_backend_stub" "$SITE/nvidia_pytriton.libs"
 }
 
 # An installed python$PYVER whose libpython is the stub's, if the venv's is not; else nothing.
@@ -101,7 +106,7 @@ launcher_ok() {
   local l="$VENV/bin/python-libpython"
   [[ -x "$l" ]] || return 1
   [[ "$("$l" -c 'import sys; print(sys.prefix)' 2>/dev/null)" == "$VENV" ]] || return 1
-  [[ "$(ldd "$l" 2>/dev/null | awk '$1 ~ /^libpython/ {print $3; exit}' | xargs -r realpath)" == "$(stub_libpython)" ]]
+  [[ "$(loaded_libpython "$l")" == "$(stub_libpython)" ]]
 }
 
 build_launcher() {
