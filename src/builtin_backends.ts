@@ -2,7 +2,7 @@
 // that names neither platform nor backend. A new backend is its folder and one line here.
 import { createOnnxRuntimeBackend } from './backends/onnxruntime/backend.js';
 import { parseSharing } from './backends/onnxruntime/placement.js';
-import { PYTHON_BACKEND_CONFIG_KEYS, pythonBackend } from './backends/python/backend.js';
+import { PYTHON_BACKEND_CONFIG_KEYS, parseStubMalloc, pythonBackend } from './backends/python/backend.js';
 import { BackendRegistry } from './backends/registry.js';
 import { createLogger, type Logger } from './kernel/log.js';
 
@@ -32,6 +32,10 @@ export function builtinBackends(settings: BackendSettings = {}): BackendRegistry
   const config = parseBackendConfig(settings.backendConfig ?? []);
   return new BackendRegistry([
     createOnnxRuntimeBackend(parseSharing(config.get('onnxruntime'))),
-    pythonBackend({ interpreter: config.get('python')?.get('interpreter'), log: settings.log ?? createLogger(0) }),
+    pythonBackend({
+      interpreter: config.get('python')?.get('interpreter'),
+      malloc: parseStubMalloc(config.get('python')?.get('stub-malloc')),
+      log: settings.log ?? createLogger(0),
+    }),
   ]);
 }

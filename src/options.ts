@@ -577,6 +577,10 @@ export const USAGE = `Usage: serval --model-repository PATH [options]
   --backend-config python,interpreter=PATH
                              the Python that runs Python models (default: the project's .venv,
                              else python3; a model's EXECUTION_ENV_PATH parameter wins)
+  --backend-config python,stub-malloc=keep|system
+                             keep (default): a stub keeps memory its model frees for the next
+                             execution, giving it back after a second idle; system: glibc's
+                             own thresholds (see docs/python_backend.md)
   --backend-config onnxruntime,shared-workers=N
                              worker threads small CPU ONNX models share (default: one per
                              core; 0: every instance a worker of its own)

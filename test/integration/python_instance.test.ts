@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { ExecResult, Execution, InstanceHost, ModelInstance } from '../../src/backends/backend.js';
-import { pythonBackend } from '../../src/backends/python/backend.js';
+import { pythonBackend, type StubMalloc } from '../../src/backends/python/backend.js';
 import type { PythonInstance } from '../../src/backends/python/instance.js';
 import { defaultInterpreter } from '../../src/backends/python/interpreter.js';
 import { placePythonModel } from '../../src/backends/python/placement.js';
@@ -39,9 +39,9 @@ const noHost: InstanceHost = {
 async function start(
   name: string,
   config: ModelConfig,
-  opts: { host?: InstanceHost; interpreter?: string; log?: Logger } = {},
+  opts: { host?: InstanceHost; interpreter?: string; log?: Logger; malloc?: StubMalloc } = {},
 ): Promise<PythonInstance> {
-  const backend = pythonBackend({ interpreter: opts.interpreter, log: opts.log ?? capturedLogger().log });
+  const backend = pythonBackend({ interpreter: opts.interpreter, malloc: opts.malloc, log: opts.log ?? capturedLogger().log });
   const placed = placePythonModel({ name, backend: 'python', ...config });
   const modelDir = path.join(MODELS, name);
   const inst = await backend.startInstance(
@@ -513,6 +513,77 @@ describe('a Python instance', () => {
     await inst.close();
     expect(() => process.kill(pid, 0)).toThrow();
     expect(() => inst.reserve(4)).toThrow('is closed');
+  });
+});
+
+describe('memory a Python model frees (stub-malloc)', () => {
+  const CHURN: ModelConfig = {
+    max_batch_size: 0,
+    input: [{ name: 'BLOCKS', data_type: 'TYPE_INT32', dims: [1] }],
+    output: [
+      { name: 'FAULTS', data_type: 'TYPE_INT64', dims: [1] },
+      { name: 'PID', data_type: 'TYPE_INT64', dims: [1] },
+    ],
+  };
+  /** Has the model allocate and free `blocks` MiB; its page faults meanwhile, and the stub's pid. */
+  async function churn(inst: PythonInstance, blocks: number): Promise<{ faults: number; pid: number }> {
+    const r = await submit(
+      inst,
+      [{ inputs: [{ name: 'BLOCKS', datatype: 'INT32', shape: [1], data: i32([blocks]) }], outputs: ['FAULTS', 'PID'] }],
+      1,
+    ).result;
+    const [faults, pid] = (r.responses![0] as { data: Uint8Array }[]).map((o) => Number(Buffer.from(o.data).readBigInt64LE(0)));
+    return { faults: faults!, pid: pid! };
+  }
+  /** The stub's resident memory, in MiB. */
+  function rssMiB(pid: number): number {
+    const kb = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+    return Number(kb) / 1024;
+  }
+  const PAGES_PER_MIB = 256;
+
+  it('keep (the default): a model that frees 16 MiB per execution does not fault them in again on the next', async () => {
+    const inst = await start('py_malloc_churn', CHURN);
+    await churn(inst, 16);
+    for (let i = 0; i < 3; i++) expect((await churn(inst, 16)).faults).toBeLessThan(PAGES_PER_MIB);
+  });
+
+  it('system: glibc gives the freed top of the heap back, and every execution faults all 16 MiB in again', async () => {
+    const inst = await start('py_malloc_churn', CHURN, { malloc: 'system' });
+    await churn(inst, 16);
+    for (let i = 0; i < 3; i++) expect((await churn(inst, 16)).faults).toBeGreaterThanOrEqual(15 * PAGES_PER_MIB);
+  });
+
+  it('keep: what the model freed stays resident only until the stub has been idle a second, then goes back', async () => {
+    const inst = await start('py_malloc_churn', CHURN);
+    const { pid } = await churn(inst, 1);
+    await new Promise((r) => setTimeout(r, 1500));
+    const before = rssMiB(pid);
+    await churn(inst, 48);
+    const after = rssMiB(pid);
+    expect(after - before).toBeGreaterThan(40);
+    const deadline = Date.now() + 5000;
+    while (rssMiB(pid) > after - 32 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    expect(rssMiB(pid)).toBeLessThan(after - 32);
+  });
+
+  it('system: the 48 MiB are given back as the model frees them', async () => {
+    const inst = await start('py_malloc_churn', CHURN, { malloc: 'system' });
+    const { pid } = await churn(inst, 1);
+    const before = rssMiB(pid);
+    await churn(inst, 48);
+    expect(rssMiB(pid) - before).toBeLessThan(16);
+  });
+
+  it("keep gives way to malloc settings of the server's environment (here MALLOC_TRIM_THRESHOLD_)", async () => {
+    process.env.MALLOC_TRIM_THRESHOLD_ = String(1 << 20);
+    try {
+      const inst = await start('py_malloc_churn', CHURN);
+      await churn(inst, 16);
+      expect((await churn(inst, 16)).faults).toBeGreaterThanOrEqual(15 * PAGES_PER_MIB);
+    } finally {
+      delete process.env.MALLOC_TRIM_THRESHOLD_;
+    }
   });
 });
 

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { ExecResult, Execution } from '../../src/backends/backend.js';
 import { onnxRuntimeBackend } from '../../src/backends/onnxruntime/backend.js';
-import { pythonBackend } from '../../src/backends/python/backend.js';
+import { parseStubMalloc, pythonBackend } from '../../src/backends/python/backend.js';
 import { encodeFrame, encodeFrameBuffer, FrameReader, type StubMessage } from '../../src/backends/python/channel.js';
 import { oneLine } from '../../src/backends/python/instance.js';
 import { defaultInterpreter, interpreterProblem, modelInterpreter } from '../../src/backends/python/interpreter.js';
@@ -235,6 +235,15 @@ describe('--backend-config and the registry', () => {
     expect(c.get('onnxruntime')?.get('enable-global-threadpool')).toBe('1');
     expect(() => parseBackendConfig(['interpreter=/x'])).toThrow('expects BACKEND,SETTING=VALUE');
     expect(() => parseBackendConfig(['python,nope=1'])).toThrow("the python backend has no setting 'nope'");
+  });
+
+  it('python,stub-malloc is keep (the default) or system; builtinBackends refuses anything else, naming it', () => {
+    expect(parseStubMalloc(undefined)).toBe('keep');
+    expect(parseStubMalloc('keep')).toBe('keep');
+    expect(parseStubMalloc('system')).toBe('system');
+    expect(() => parseStubMalloc('tcmalloc')).toThrow("stub-malloc is keep or system, got 'tcmalloc'");
+    expect(() => builtinBackends({ backendConfig: ['python,stub-malloc=Keep'] })).toThrow("got 'Keep'");
+    expect(builtinBackends({ backendConfig: ['python,stub-malloc=system'] }).forConfig({ backend: 'python' }, 'm').name).toBe('python');
   });
 
   it("--backend-config is repeatable, on the command line and in the settings file (tritonserver's flag)", () => {

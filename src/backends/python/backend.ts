@@ -18,6 +18,8 @@ import { type PythonSettings, placePythonModel } from './placement.js';
 export interface PythonBackendOptions {
   /** `--backend-config=python,interpreter=PATH`: the Python for every model without EXECUTION_ENV_PATH. */
   interpreter?: string;
+  /** `--backend-config=python,stub-malloc=keep|system` (default keep): see StubMalloc. */
+  malloc?: StubMalloc;
   log: Logger;
 }
 
@@ -28,7 +30,22 @@ export const PYTHON_BACKEND_CONFIG_KEYS = [
   'shm-growth-byte-size',
   'stub-timeout-seconds',
   'shm-region-prefix-name',
+  'stub-malloc',
 ];
+
+/**
+ * How a stub's C allocator treats memory the model frees: `keep` it for the next execution (fixed
+ * glibc thresholds, everything given back after a second idle; serval_python_stub.py,
+ * MemoryKeeper), or leave glibc's `system` behaviour, which hands the top of the heap back after
+ * every execution that freed more than twice its largest block.
+ */
+export type StubMalloc = 'keep' | 'system';
+
+/** `stub-malloc`'s value (undefined: keep); throws, naming the setting, on any other. */
+export function parseStubMalloc(value: string | undefined): StubMalloc {
+  if (value === undefined || value === 'keep' || value === 'system') return value ?? 'keep';
+  throw new Error(`--backend-config: the python backend's stub-malloc is keep or system, got '${value}'`);
+}
 
 export function pythonBackend(opts: PythonBackendOptions): Backend<PythonSettings> {
   opts.log.debug(
@@ -66,6 +83,7 @@ export function pythonBackend(opts: PythonBackendOptions): Backend<PythonSetting
         log: opts.log,
         decoupled: settings.decoupled,
         iterative: settings.iterative,
+        malloc: opts.malloc ?? 'keep',
         args: {
           model_config: settings.modelConfigJson,
           model_instance_kind: placement.kind === 'KIND_GPU' ? 'GPU' : 'CPU',

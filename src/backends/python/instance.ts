@@ -49,6 +49,7 @@ import type {
   Reservation,
   ResponseChannel,
 } from '../backend.js';
+import type { StubMalloc } from './backend.js';
 import { Cadence } from './cadence.js';
 import type { StubMessage } from './channel.js';
 import { interpreterProblem } from './interpreter.js';
@@ -119,6 +120,8 @@ export interface PythonInstanceOptions {
   decoupled?: boolean;
   /** sequence_batching.iterative_sequence: a request the model releases with RESCHEDULE runs again. */
   iterative?: boolean;
+  /** What the stub's allocator does with freed memory (backend.ts, StubMalloc); default system. */
+  malloc?: StubMalloc;
 }
 
 const INITIAL_SHM = 1 << 20;
@@ -250,7 +253,9 @@ export class PythonInstance implements ModelInstance {
   /** Starts a stub and runs the model's initialize(); rejects with what went wrong. */
   private launch(): Promise<StubProcess> {
     const { interpreter } = this.opts;
-    const stub = StubProcess.spawn(interpreter, 'instance', [this.toStub.fd, this.fromStub.fd]);
+    const stub = StubProcess.spawn(interpreter, 'instance', [this.toStub.fd, this.fromStub.fd], {
+      SERVAL_STUB_MALLOC: this.opts.malloc ?? 'system',
+    });
     return new Promise((resolve, reject) => {
       let settled = false;
       const fail = (reason: string, code: ErrorCode = 'UNAVAILABLE'): void => {

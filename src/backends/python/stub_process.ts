@@ -69,9 +69,10 @@ export class StubProcess {
 
   /**
    * Starts `interpreter stub.py mode`. `fds` become the stub's descriptors 4, 5, ... (the
-   * shared-memory files); the model's own prints go to the server's stdout and stderr.
+   * shared-memory files); the model's own prints go to the server's stdout and stderr. `env`: set
+   * for the stub besides the server's own environment.
    */
-  static spawn(interpreter: string, mode: 'instance' | 'autocomplete', fds: number[] = []): StubProcess {
+  static spawn(interpreter: string, mode: 'instance' | 'autocomplete', fds: number[] = [], env: Record<string, string> = {}): StubProcess {
     const dir = stubDirectory();
     const child = spawn(interpreter, ['-u', path.join(dir, 'serval_python_stub.py'), mode], {
       stdio: ['ignore', 'inherit', 'inherit', 'pipe', ...fds],
@@ -81,6 +82,7 @@ export class StubProcess {
         PYTHONUNBUFFERED: '1',
         // No __pycache__ folders written into the model repository (or into Serval's own tree).
         PYTHONDONTWRITEBYTECODE: '1',
+        ...env,
       },
     });
     live.add(child);

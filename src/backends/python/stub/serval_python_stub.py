@@ -61,6 +61,81 @@ _HEAD = struct.Struct("<II")
 SPIN_SECONDS = 400e-6
 
 
+# Memory the model frees is kept for its next execution (`--backend-config=python,stub-malloc=keep`,
+# the default). glibc's allocator gives the top of its heap back to the system once more than
+# twice the largest block freed lies free there, so a model that builds a few arrays of a few
+# hundred KB per request (decoding and normalising images, say) hands the memory back after every
+# execute() and page-faults it in again on the next: a fault per 4 KB page, tens of thousands per
+# second, a large share of such a model's time. Fixed thresholds keep up to KEEP_TRIM_BYTES at the
+# top of the heap (blocks under KEEP_MMAP_BYTES come from the heap); once the stub has been idle
+# for IDLE_TRIM_SECONDS, malloc_trim gives everything free back. The peak is the same either way:
+# only when memory goes back changes. A user's own malloc settings in the environment win.
+M_TRIM_THRESHOLD = -1
+M_MMAP_THRESHOLD = -3
+KEEP_MMAP_BYTES = 32 << 20
+KEEP_TRIM_BYTES = 64 << 20
+IDLE_TRIM_SECONDS = 1.0
+_MALLOC_ENV = ("MALLOC_TOP_PAD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_", "MALLOC_MMAP_MAX_")
+
+
+class MemoryKeeper:
+    """Gives freed memory back (malloc_trim) once no execution has run for IDLE_TRIM_SECONDS."""
+
+    def __init__(self, trim):
+        self._trim = trim
+        self.started = 0
+        self.busy = False
+        self._asleep = False
+        self._wake = threading.Event()
+        threading.Thread(target=self._watch, name="serval-memory-keeper", daemon=True).start()
+
+    def begin(self):
+        self.started += 1
+        self.busy = True
+        if self._asleep:
+            self._asleep = False
+            self._wake.set()
+
+    def end(self):
+        self.busy = False
+
+    def _watch(self):
+        seen = -1
+        while True:
+            time.sleep(IDLE_TRIM_SECONDS)
+            if self.busy or self.started != seen:
+                seen = self.started
+                continue
+            self._trim(0)
+            # Nothing more to give back before the next execution: sleep until one begins.
+            self._wake.clear()
+            self._asleep = True
+            if self.started == seen:
+                self._wake.wait()
+            self._asleep = False
+
+
+def keep_freed_memory():
+    """A MemoryKeeper once glibc's thresholds are set (see KEEP_TRIM_BYTES); None where Serval asked
+    for the system's behaviour, the environment sets malloc's own, or the C library is not glibc."""
+    if os.environ.pop("SERVAL_STUB_MALLOC", "") != "keep":
+        return None
+    if any(k in os.environ for k in _MALLOC_ENV) or "glibc.malloc." in os.environ.get("GLIBC_TUNABLES", ""):
+        return None
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6")
+        mallopt, trim = libc.mallopt, libc.malloc_trim
+    except (OSError, AttributeError):
+        return None
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    trim.argtypes = [ctypes.c_size_t]
+    if not (mallopt(M_MMAP_THRESHOLD, KEEP_MMAP_BYTES) and mallopt(M_TRIM_THRESHOLD, KEEP_TRIM_BYTES)):
+        return None
+    return MemoryKeeper(trim)
+
+
 class Channel:
     """The control socket. Whoever waits for something reads (one reader at a time) and routes
     what it reads: BLS replies to their waiters, anything else to the command queue."""
@@ -356,6 +431,8 @@ class Stub:
         self.in_execute = False
         self.loop = None
         self.model = None
+        # Set before the model is imported, so its allocations follow it too (see MemoryKeeper).
+        self.memory = keep_freed_memory()
         self.model_name = ""
         self.model_version = -1
         self.reader_loops = {}
@@ -922,7 +999,14 @@ class Stub:
                     if not self.init(msg):
                         return
                 elif t == "exec":
-                    self.execute(msg)
+                    if self.memory is None:
+                        self.execute(msg)
+                        continue
+                    self.memory.begin()
+                    try:
+                        self.execute(msg)
+                    finally:
+                        self.memory.end()
                 elif t == "fin":
                     self.finalize()
                     return
