@@ -427,9 +427,14 @@ class TritonRun {
     L.push(
       `| Python | Serval: \`${rel(serval)}\` (\`--backend-config=python,interpreter=…\`) on \`${servalLoads}\`; tritonserver's stub on \`${stubLoads}\`${servalLoads === stubLoads ? ', the same library' : ' (**not the same**: interpreter-bound code runs at different speeds)'}; ${sh(serval, ['-c', 'import sys, numpy, PIL; print(f"Python {sys.version.split()[0]}, numpy {numpy.__version__}, Pillow {PIL.__version__}")'])} |`,
     );
-    const mallocEnv = Object.keys(process.env).filter((k) => /^MALLOC_|^GLIBC_TUNABLES$/.test(k));
+    // The settings that make Serval's stubs leave glibc's thresholds alone (serval_python_stub.py, keep_freed_memory).
+    const mallocEnv = Object.keys(process.env).filter(
+      (k) =>
+        /^MALLOC_(TOP_PAD|TRIM_THRESHOLD|MMAP_THRESHOLD|MMAP_MAX)_$/.test(k) ||
+        (k === 'GLIBC_TUNABLES' && process.env[k]!.includes('glibc.malloc.')),
+    );
     L.push(
-      `| Model processes' allocator | Serval's stubs keep freed memory for the next execution (\`stub-malloc=keep\`, its default: glibc's mmap threshold 32 MiB, trim threshold 64 MiB, \`malloc_trim\` after a second idle); tritonserver's stubs run with glibc's own dynamic thresholds, its default. ${mallocEnv.length ? `The environment sets ${mallocEnv.join(', ')} for both (Serval's stubs then leave glibc alone)` : "Neither side's environment sets `MALLOC_*` or `GLIBC_TUNABLES`"} |`,
+      `| Model processes' allocator | Serval's stubs keep freed memory for the next execution (\`stub-malloc=keep\`, its default: glibc's mmap threshold 32 MiB, trim threshold 64 MiB, \`malloc_trim\` after a second idle); tritonserver's stubs run with glibc's own dynamic thresholds, its default. ${mallocEnv.length ? `The environment sets ${mallocEnv.join(', ')} for both (Serval's stubs then leave glibc alone)` : "Neither side's environment sets malloc's thresholds (`MALLOC_*_`, `glibc.malloc.*` in `GLIBC_TUNABLES`)"} |`,
     );
     L.push(
       `| perf_analyzer | ${paVersion()}; \`-b 1 -p ${this.plan.windowMs} -s ${this.plan.stability} -r ${this.plan.trials}\` (unstable: \`-s 50\`, then one \`--request-count ${this.plan.requestCount}\`) |`,
