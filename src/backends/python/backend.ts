@@ -14,6 +14,9 @@ import { PythonInstance } from './instance.js';
 import { EXECUTION_ENV_PATH, modelInterpreter } from './interpreter.js';
 import { mapAddon, mapAddonStatus } from './native_map.js';
 import { type PythonSettings, placePythonModel } from './placement.js';
+import type { StubMalloc } from './stub_process.js';
+
+export type { StubMalloc };
 
 export interface PythonBackendOptions {
   /** `--backend-config=python,interpreter=PATH`: the Python for every model without EXECUTION_ENV_PATH. */
@@ -32,14 +35,6 @@ export const PYTHON_BACKEND_CONFIG_KEYS = [
   'shm-region-prefix-name',
   'stub-malloc',
 ];
-
-/**
- * How a stub's C allocator treats memory the model frees: `keep` it for the next execution (fixed
- * glibc thresholds, everything given back after a second idle; serval_python_stub.py,
- * MemoryKeeper), or leave glibc's `system` behaviour, which hands the top of the heap back after
- * every execution that freed more than twice its largest block.
- */
-export type StubMalloc = 'keep' | 'system';
 
 /** `stub-malloc`'s value (undefined: keep); throws, naming the setting, on any other. */
 export function parseStubMalloc(value: string | undefined): StubMalloc {

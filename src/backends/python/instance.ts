@@ -49,12 +49,11 @@ import type {
   Reservation,
   ResponseChannel,
 } from '../backend.js';
-import type { StubMalloc } from './backend.js';
 import { Cadence } from './cadence.js';
 import type { StubMessage } from './channel.js';
 import { interpreterProblem } from './interpreter.js';
 import { ShmFile } from './shm.js';
-import { type StubExit, StubProcess } from './stub_process.js';
+import { type StubExit, type StubMalloc, StubProcess } from './stub_process.js';
 
 /** [name, datatype, shape, offset, byte length] of a tensor in a shared-memory file. */
 type TensorSpec = [string, string, number[], number, number];
@@ -120,7 +119,7 @@ export interface PythonInstanceOptions {
   decoupled?: boolean;
   /** sequence_batching.iterative_sequence: a request the model releases with RESCHEDULE runs again. */
   iterative?: boolean;
-  /** What the stub's allocator does with freed memory (backend.ts, StubMalloc); default system. */
+  /** What the stub's allocator does with freed memory (StubMalloc); default system. */
   malloc?: StubMalloc;
 }
 

@@ -24,6 +24,14 @@ export interface StubExit {
 const live = new Set<ChildProcess>();
 let exitHook = false;
 
+/**
+ * How a stub's C allocator treats memory the model frees: `keep` it for the next execution (fixed
+ * glibc thresholds, everything given back after a second idle; serval_python_stub.py,
+ * MemoryKeeper), or leave glibc's `system` behaviour, which hands the top of the heap back after
+ * every execution that freed more than twice its largest block.
+ */
+export type StubMalloc = 'keep' | 'system';
+
 export class StubProcess {
   readonly exited: Promise<StubExit>;
   private readonly reader = new FrameReader();
