@@ -110,12 +110,13 @@ launcher_ok() {
 }
 
 build_launcher() {
-  local lib inc cc
+  local lib own inc cc
   rm -f "$VENV/bin/python-libpython"
   lib="$(stub_libpython)"
-  if [[ "$lib" != "$(py_libpython "$VENV/bin/python")" ]]; then
+  own="$(py_libpython "$VENV/bin/python")"
+  if [[ "$lib" != "$own" ]]; then
     # The venv's standard library is another build's: no launcher on the stub's library.
-    log "warning: tritonserver's stub loads '$lib', the venv's python is built with '$(py_libpython "$VENV/bin/python")'${PYTHON:+ (PYTHON=$PYTHON)}: Python-model timings compare two builds"
+    log "warning: tritonserver's stub loads '$lib', the venv's python is built with '$own'${PYTHON:+ (PYTHON=$PYTHON)}: Python-model timings compare two builds"
     return 0
   fi
   inc="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')"

@@ -119,8 +119,8 @@ export interface PythonInstanceOptions {
   decoupled?: boolean;
   /** sequence_batching.iterative_sequence: a request the model releases with RESCHEDULE runs again. */
   iterative?: boolean;
-  /** What the stub's allocator does with freed memory (StubMalloc); default system. */
-  malloc?: StubMalloc;
+  /** What the stub's allocator does with freed memory (StubMalloc; the backend's default is keep). */
+  malloc: StubMalloc;
 }
 
 const INITIAL_SHM = 1 << 20;
@@ -253,7 +253,7 @@ export class PythonInstance implements ModelInstance {
   private launch(): Promise<StubProcess> {
     const { interpreter } = this.opts;
     const stub = StubProcess.spawn(interpreter, 'instance', [this.toStub.fd, this.fromStub.fd], {
-      SERVAL_STUB_MALLOC: this.opts.malloc ?? 'system',
+      SERVAL_STUB_MALLOC: this.opts.malloc,
     });
     return new Promise((resolve, reject) => {
       let settled = false;
